@@ -1,0 +1,40 @@
+# Two entry points: `make run` (the whole application on embedded defaults) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider
+
+.PHONY: run test test-fast test-integration browser-deps
+
+run: $(VENV)/.runtime
+	$(PY) -m hermes_web.launch
+
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+
+$(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
+	$(VENV)/bin/pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements.txt requirements-dev.txt | $(VENV)/bin/python
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@ $(VENV)/.runtime
+
+# Debian's chromium for the browser tests (Playwright cannot download browsers here).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+# Fast tier on SQLite with no services, then the integration tier (real Redis, Celery worker,
+# Daphne, simulator, Chromium) on SQLite and, when DATABASE_URL is set, on that database too.
+test: $(VENV)/.dev browser-deps
+	env -u DATABASE_URL $(PYTEST) -m "not integration"
+	env -u DATABASE_URL $(PYTEST) -m integration
+	@if [ -n "$$DATABASE_URL" ]; then echo "integration tier on DATABASE_URL"; $(PYTEST) -m integration; fi
+
+test-fast: $(VENV)/.dev
+	env -u DATABASE_URL $(PYTEST) -m "not integration"
+
+test-integration: $(VENV)/.dev browser-deps
+	$(PYTEST) -m integration

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CompressionConfig(AppConfig):
+    name = "compression"
+    verbose_name = "Context compression"

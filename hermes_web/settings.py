@@ -1,0 +1,161 @@
+"""The one settings module. Everything comes from the environment, with zero-service defaults.
+
+Development mode (the default) generates and keeps a secret key in the data folder; production
+mode (HERMES_ENV=production) insists on SECRET_KEY and ALLOWED_HOSTS. See docs/configuration.md.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+
+from hermes_web.config import (
+    BASE_DIR,
+    ConfigError,
+    data_dir,
+    database_config,
+    env_bool,
+    env_int,
+    env_str,
+    redis_url,
+)
+
+HERMES_ENV = env_str("HERMES_ENV", "development")
+if HERMES_ENV not in {"development", "production"}:
+    raise ConfigError(f"HERMES_ENV: expected development or production, got {HERMES_ENV!r}")
+PRODUCTION = HERMES_ENV == "production"
+
+DATA_DIR = data_dir()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    key = os.environ.get("SECRET_KEY", "")
+    if PRODUCTION and not key:
+        raise ConfigError("SECRET_KEY: required when HERMES_ENV=production")
+    if key:
+        return key  # a short key in production is reported by the hermes.E001 system check
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = [h for h in env_str("ALLOWED_HOSTS", "" if PRODUCTION else "127.0.0.1,localhost,[::1],testserver").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in env_str("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "hermes_web.apps.HermesWebConfig",
+    "compression.apps.CompressionConfig",
+    "sessions.apps.AgentSessionsConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "hermes_web.urls"
+ASGI_APPLICATION = "hermes_web.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_config()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = redis_url()
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = "agent"
+CELERY_TASK_ROUTES = {
+    "sessions.tasks.agent_*": {"queue": "agent"},
+    "sessions.tasks.compression_*": {"queue": "compression"},
+    "sessions.tasks.conversation_*": {"queue": "compression"},
+}
+# A worker that dies mid-task must not lose the job: acknowledge only after it ran.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env_bool("HERMES_CELERY_EAGER", False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TIMEZONE = "UTC"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = PRODUCTION
+CSRF_COOKIE_SECURE = PRODUCTION
+X_FRAME_OPTIONS = "DENY"
+
+# Project settings (HERMES_*). Runtime-editable compression settings live in the database.
+HERMES_WORKSPACES_DIR = DATA_DIR / "workspaces"
+HERMES_MAX_MESSAGE_CHARS = env_int("HERMES_MAX_MESSAGE_CHARS", 200_000, minimum=1)
+HERMES_SIMULATOR_PORT = env_int("HERMES_SIMULATOR_PORT", 8765, minimum=1, maximum=65535)
+HERMES_SIMULATOR_URL = env_str("HERMES_SIMULATOR_URL", f"http://127.0.0.1:{HERMES_SIMULATOR_PORT}")
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
+HERMES_METRICS_TOKEN = env_str("HERMES_METRICS_TOKEN")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("HERMES_LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}
+# Daphne serves the static files itself unless a proxy in front does (HERMES_SERVE_STATIC=false).
+HERMES_SERVE_STATIC = env_bool("HERMES_SERVE_STATIC", True)

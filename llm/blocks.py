@@ -1,0 +1,185 @@
+"""A Messages API body flattened into blocks in prompt-cache prefix order. Pure Python.
+
+Order (anthropic-api.md §4, SPEC §10): each tool definition, each system block, then each content
+block of each message. The validator uses this for breakpoint counting, TTL order and prompt size;
+the simulator uses it for prefix-cache accounting, so both count tokens the same way.
+
+Token counting is injected (`count_text`), so this module stays free of the tokenizer. A block's
+tokens = tokens of its countable text + 1,500 per image (SPEC §3.1) + a per-message overhead on
+the first block of each message (the product's counter adds the same, so the gauge agrees).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+IMAGE_TOKENS = 1_500
+TextCounter = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One `cache_control` in the request: where it is (API path) and its TTL."""
+
+    path: str
+    block_index: int  # the flattened block it ends a prefix at
+    ttl: str  # "5m" or "1h" (a bare ephemeral marker is 5m)
+    raw: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Block:
+    section: str  # "tools" | "system" | "messages"
+    path: str  # e.g. "tools.0", "system.1", "messages.3.content.2"
+    text: str  # countable text
+    images: int
+    payload: str  # canonical JSON used for prefix hashing (cache_control stripped)
+    first_of_message: bool = False
+
+    def tokens(self, count_text: TextCounter, message_overhead: int = 0) -> int:
+        return (
+            count_text(self.text)
+            + IMAGE_TOKENS * self.images
+            + (message_overhead if self.first_of_message else 0)
+        )
+
+
+def strip_cache_control(value: Any) -> Any:
+    """A copy without any `cache_control` key: moving a breakpoint must not change the prefix."""
+    if isinstance(value, Mapping):
+        return {k: strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_cache_control(v) for v in value]
+    return value
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _content_list(content: Any) -> list[Any]:
+    """String content is shorthand for one text block; the cache treats both forms alike."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return content
+    return []
+
+
+def _text_and_images(block: Any) -> tuple[str, int]:
+    if not isinstance(block, Mapping):
+        return (block if isinstance(block, str) else "", 0)
+    btype = block.get("type")
+    if btype == "text":
+        return str(block.get("text") or ""), 0
+    if btype == "image":
+        return "", 1
+    if btype == "tool_use":
+        return str(block.get("name") or "") + json.dumps(block.get("input") or {}, ensure_ascii=False), 0
+    if btype == "tool_result":
+        content = block.get("content")
+        if isinstance(content, str):
+            return content, 0
+        texts, images = [], 0
+        for part in content or ():
+            t, i = _text_and_images(part)
+            if t:
+                texts.append(t)
+            images += i
+        return "\n".join(texts), images
+    if btype == "thinking":
+        return str(block.get("thinking") or ""), 0
+    return json.dumps(strip_cache_control(block), ensure_ascii=False, default=str), 0
+
+
+def tool_text(tool: Mapping[str, Any]) -> str:
+    """Name + description + JSON schema: the same characters the product's estimator counts."""
+    schema = tool.get("input_schema")
+    return (
+        str(tool.get("name") or "")
+        + str(tool.get("description") or "")
+        + (json.dumps(schema, ensure_ascii=False, default=str) if schema is not None else "")
+    )
+
+
+def flatten(body: Mapping[str, Any]) -> list[Block]:
+    blocks: list[Block] = []
+    for i, tool in enumerate(body.get("tools") or ()):
+        if not isinstance(tool, Mapping):
+            continue
+        blocks.append(Block("tools", f"tools.{i}", tool_text(tool), 0, _canonical(["t", strip_cache_control(tool)])))
+    system = body.get("system")
+    for i, block in enumerate(_content_list(system)):
+        text, images = _text_and_images(block)
+        blocks.append(Block("system", f"system.{i}", text, images, _canonical(["s", strip_cache_control(block)])))
+    for m, msg in enumerate(body.get("messages") or ()):
+        if not isinstance(msg, Mapping):
+            continue
+        role = msg.get("role")
+        for j, block in enumerate(_content_list(msg.get("content"))):
+            text, images = _text_and_images(block)
+            payload = _canonical(["m", role, strip_cache_control(block)])
+            blocks.append(Block("messages", f"messages.{m}.content.{j}", text, images, payload, j == 0))
+    return blocks
+
+
+def _ttl_of(marker: Any) -> str:
+    ttl = marker.get("ttl") if isinstance(marker, Mapping) else None
+    return ttl if isinstance(ttl, str) else "5m"
+
+
+def markers(body: Mapping[str, Any], blocks: list[Block] | None = None) -> list[Marker]:
+    """Every `cache_control` in processing order (tools, system, messages), nested ones included.
+
+    A top-level `cache_control` applies to the last block, unless that block already has one.
+    """
+    blocks = flatten(body) if blocks is None else blocks
+    index = {b.path: n for n, b in enumerate(blocks)}
+    found: list[Marker] = []
+
+    def visit(value: Any, path: str, block_index: int) -> None:
+        if isinstance(value, Mapping):
+            cc = value.get("cache_control")
+            if cc is not None:
+                found.append(Marker(path, block_index, _ttl_of(cc), cc if isinstance(cc, Mapping) else {}))
+            content = value.get("content")
+            if value.get("type") == "tool_result" and isinstance(content, list):
+                for k, part in enumerate(content):
+                    visit(part, f"{path}.content.{k}", block_index)
+
+    for i, tool in enumerate(body.get("tools") or ()):
+        visit(tool, f"tools.{i}", index.get(f"tools.{i}", -1))
+    system = body.get("system")
+    if isinstance(system, list):
+        for i, block in enumerate(system):
+            visit(block, f"system.{i}", index.get(f"system.{i}", -1))
+    for m, msg in enumerate(body.get("messages") or ()):
+        if isinstance(msg, Mapping) and isinstance(msg.get("content"), list):
+            for j, block in enumerate(msg["content"]):
+                path = f"messages.{m}.content.{j}"
+                visit(block, path, index.get(path, -1))
+    top = body.get("cache_control")
+    if top is not None and blocks:
+        last = len(blocks) - 1
+        if not any(mk.block_index == last for mk in found):
+            found.append(Marker("cache_control", last, _ttl_of(top), top if isinstance(top, Mapping) else {}))
+    return found
+
+
+def prompt_tokens(
+    body: Mapping[str, Any], count_text: TextCounter, *, message_overhead: int = 0
+) -> int:
+    return sum(b.tokens(count_text, message_overhead) for b in flatten(body))
+
+
+def prefix_hashes(blocks: Iterable[Block], scope: str) -> list[str]:
+    """hash(scope, blocks 0..i) for every i: a chained SHA-256, so each is O(block) to compute."""
+    out: list[str] = []
+    h = hashlib.sha256(scope.encode("utf-8")).hexdigest()
+    for block in blocks:
+        h = hashlib.sha256((h + "\x00" + block.payload).encode("utf-8")).hexdigest()
+        out.append(h)
+    return out

@@ -1,0 +1,185 @@
+"""Conversations, the sessions the model sees, their messages, compression events and API usage.
+
+Nothing here is ever deleted by compression: rotation ends a session and starts a child; in-place
+compaction archives rows. The transcript a user sees is every visible message of the conversation
+in id order; the context the model sees is the active session's unarchived messages in `seq` order.
+"""
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, default="New conversation")
+    provider = models.CharField(max_length=40, default="simulator")
+    model = models.CharField(max_length=100, default="sim-claude-200k")
+    context_length = models.PositiveIntegerField(null=True, blank=True, help_text="Overrides the model's window.")
+    max_tokens = models.PositiveIntegerField(default=4096)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_activity_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "-last_activity_at"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def workspace(self):
+        return settings.HERMES_WORKSPACES_DIR / str(self.id)
+
+
+class Session(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="sessions")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=40, blank=True)
+    system_prompt = models.TextField(blank=True)
+    # Compression state, restored into a fresh engine instance for every turn or job.
+    compression_count = models.PositiveIntegerField(default=0)
+    previous_summary = models.TextField(blank=True)
+    cooldown_until = models.FloatField(null=True, blank=True, help_text="Unix time; automatic compression waits.")
+    ineffective_count = models.PositiveIntegerField(default=0)
+    last_prompt_tokens = models.IntegerField(default=0, help_text="-1: compressed, waiting for real usage.")
+    context_length = models.PositiveIntegerField(null=True, blank=True, help_text="Lowered by an overflow error.")
+    threshold_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Lowered to the aux window.")
+
+    class Meta:
+        indexes = [models.Index(fields=["conversation", "ended_at"])]
+
+    @property
+    def is_active(self) -> bool:
+        return self.ended_at is None
+
+
+class Message(models.Model):
+    ROLES = [(r, r) for r in ("user", "assistant", "tool", "system")]
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=10, choices=ROLES)
+    content = models.JSONField(null=True, blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=100, blank=True)
+    name = models.CharField(max_length=100, blank=True)
+    token_count = models.PositiveIntegerField(default=0, help_text="Counted once when stored.")
+    archived = models.BooleanField(default=False, help_text="Compacted away; kept for the transcript and recall.")
+    is_summary = models.BooleanField(default=False)
+    visible = models.BooleanField(default=True, help_text="False for copies carried into a new context.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["session", "archived", "seq"]),
+            models.Index(fields=["conversation", "visible", "id"]),
+        ]
+
+    def as_chat(self) -> dict:
+        """The internal OpenAI-style message, with its stored token count as metadata."""
+        msg: dict = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            msg["tool_calls"] = self.tool_calls
+        if self.tool_call_id:
+            msg["tool_call_id"] = self.tool_call_id
+        if self.name:
+            msg["name"] = self.name
+        if self.is_summary:
+            msg["_compressed_summary"] = True
+        msg["_tokens"] = self.token_count
+        return msg
+
+
+class Turn(models.Model):
+    STATUS = [(s, s) for s in ("queued", "running", "done", "failed")]
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    user_message = models.ForeignKey(Message, null=True, on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(max_length=10, choices=STATUS, default="queued")
+    error = models.TextField(blank=True)
+    iterations = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["conversation", "status", "id"])]
+
+
+class CompressionEvent(models.Model):
+    TRIGGERS = [(t, t) for t in ("hygiene", "preflight", "post_response", "error_recovery", "manual", "admin")]
+    STATUS = [(s, s) for s in ("running", "compressed", "aborted", "noop", "failed", "skipped")]
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="compression_events")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compression_events")
+    new_session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    summary_message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    trigger = models.CharField(max_length=20, choices=TRIGGERS)
+    status = models.CharField(max_length=12, choices=STATUS, default="running")
+    phase = models.CharField(max_length=20, blank=True)
+    reason = models.TextField(blank=True)
+    focus_topic = models.CharField(max_length=500, blank=True)
+    in_place = models.BooleanField(default=False)
+    messages_before = models.PositiveIntegerField(default=0)
+    messages_after = models.PositiveIntegerField(default=0)
+    tokens_before = models.PositiveIntegerField(default=0)
+    tokens_after = models.PositiveIntegerField(default=0)
+    pruned_count = models.PositiveIntegerField(default=0)
+    summarized_count = models.PositiveIntegerField(default=0)
+    summary = models.TextField(blank=True)
+    aux_model = models.CharField(max_length=100, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["conversation", "-id"]), models.Index(fields=["status", "started_at"])]
+
+
+class ApiCall(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="api_calls")
+    session = models.ForeignKey(Session, null=True, on_delete=models.SET_NULL, related_name="api_calls")
+    purpose = models.CharField(max_length=20, default="agent")  # agent | compression
+    provider = models.CharField(max_length=40)
+    model = models.CharField(max_length=100)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    cache_write_tokens = models.PositiveIntegerField(default=0)
+    cache_write_5m_tokens = models.PositiveIntegerField(default=0)
+    cache_write_1h_tokens = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    cost_without_cache = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    stop_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["conversation", "id"]), models.Index(fields=["created_at"])]
+
+
+class ConversationLock(models.Model):
+    """A lease, acquired atomically, that expires on its own if its holder dies."""
+
+    KINDS = [("compression", "compression"), ("turn", "turn")]
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=20, choices=KINDS)
+    holder = models.CharField(max_length=100)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["conversation", "kind"], name="one_lock_per_kind")]

@@ -1,0 +1,64 @@
+"""The integration tier: real Redis, a real Celery worker, a real Daphne and the simulator, all
+sharing the test database (a SQLite file, or PostgreSQL when DATABASE_URL is set)."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.stack import Stack
+
+ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "artifacts"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+def _database_url(settings_dict: dict) -> str:
+    if settings_dict["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings_dict['NAME']}"
+    user = settings_dict.get("USER") or ""
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = f":{settings_dict['PORT']}" if settings_dict.get("PORT") else ""
+    return f"postgresql://{auth}{host}{port}/{settings_dict['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def stack(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Redis, simulator, one worker and one Daphne, pointed at the test database."""
+    from django.db import connection
+
+    log_dir = tmp_path_factory.mktemp("stack-logs")
+    env = dict(os.environ)
+    env["DATABASE_URL"] = _database_url(connection.settings_dict)
+    env["PYTHONUNBUFFERED"] = "1"
+    s = Stack(env=env, log_dir=log_dir)
+    try:
+        s.start_redis()
+        s.start_simulator()
+        from django.conf import settings
+
+        settings.HERMES_SIMULATOR_URL = s.env["HERMES_SIMULATOR_URL"]
+        s.start_worker()
+        s.web_port = s.start_web()
+        yield s
+    finally:
+        s.stop()
+        ARTIFACTS.mkdir(exist_ok=True)
+        for log in log_dir.glob("*.log"):
+            shutil.copy(log, ARTIFACTS / f"stack-{log.name}")
+
+
+@pytest.fixture
+def live(stack, transactional_db):
+    """A running stack plus a test database visible to every process (committed, flushed after)."""
+    return stack

@@ -1,0 +1,77 @@
+"""The path every live feature depends on: a Celery task on a real worker publishes to a
+conversation group, and a websocket client connected to a real Daphne receives it."""
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+
+import pytest
+import websockets
+from django.test import Client
+
+from sessions.models import Conversation, Session
+from sessions.tasks import conversation_notify
+
+pytestmark = pytest.mark.integration
+
+
+def session_cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+def make_conversation(user) -> Conversation:
+    conversation = Conversation.objects.create(owner=user)
+    Session.objects.create(conversation=conversation)
+    return conversation
+
+
+async def receive_until(ws, needle: str, timeout: float = 10.0) -> str:
+    async with asyncio.timeout(timeout):
+        while True:
+            message = await ws.recv()
+            if needle in message:
+                return message
+
+
+def test_it_delivers_a_worker_broadcast_to_a_browser_socket(live, alice):
+    conversation = make_conversation(alice)
+    url = f"ws://127.0.0.1:{live.web_port}/ws/conversations/{conversation.id}/"
+    headers = {"Cookie": f"sessionid={session_cookie(alice)}", "Origin": f"http://127.0.0.1:{live.web_port}"}
+
+    async def scenario() -> str:
+        async with websockets.connect(url, additional_headers=headers) as ws:
+            await asyncio.sleep(0.2)  # joined the group before the task publishes
+            conversation_notify.delay(str(conversation.id), "hello from the <worker>")
+            return await receive_until(ws, "hello from")
+
+    message = asyncio.run(scenario())
+    assert "hello from the &lt;worker&gt;" in message  # rendered and escaped by the worker
+
+
+def test_it_refuses_a_socket_for_another_users_conversation(live, alice, bob):
+    conversation = make_conversation(alice)
+    url = f"ws://127.0.0.1:{live.web_port}/ws/conversations/{conversation.id}/"
+
+    async def attempt(cookie: str | None) -> int:
+        headers = {"Origin": f"http://127.0.0.1:{live.web_port}"}
+        if cookie:
+            headers["Cookie"] = f"sessionid={cookie}"
+        with pytest.raises(websockets.exceptions.InvalidStatus) as info:
+            async with websockets.connect(url, additional_headers=headers):
+                pass
+        return info.value.response.status_code
+
+    assert asyncio.run(attempt(session_cookie(bob))) == 403
+    assert asyncio.run(attempt(None)) == 403
+
+
+def test_healthz_is_green_with_database_redis_and_a_worker(live):
+    with urllib.request.urlopen(f"http://127.0.0.1:{live.web_port}/healthz", timeout=10) as response:
+        body = json.loads(response.read())
+    assert response.status == 200
+    assert body["status"] == "ok"
+    assert body["database"]["ok"] and body["redis"]["ok"]
+    assert any(name.startswith("worker@") for name in body["workers"]["alive"])

@@ -1,0 +1,113 @@
+"""Start the real processes of the product for integration tests and benchmarks: the embedded
+Redis, the model simulator, Celery workers and Daphne, each a subprocess on a free loopback port,
+stopped (and reaped) by `Stack.stop()`."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what or proc.args} exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on {port} within {timeout}s")
+
+
+@dataclass
+class Stack:
+    env: dict
+    log_dir: Path
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def _spawn(self, name: str, args: list[str], extra_env: dict | None = None) -> subprocess.Popen:
+        log = open(self.log_dir / f"{name}.log", "ab")
+        env = {**self.env, **(extra_env or {})}
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs[name] = proc
+        return proc
+
+    def start_redis(self) -> None:
+        from hermes_web.procs import redis_server_binary
+
+        port = urlsplit(self.env["REDIS_URL"]).port
+        proc = self._spawn("redis", [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
+                                     "--save", "", "--appendonly", "no", "--dir", str(self.log_dir)])
+        wait_for_port(port, proc, what="redis")
+
+    def start_simulator(self, port: int | None = None) -> str:
+        port = port or free_port()
+        proc = self._spawn("simulator", [sys.executable, "-m", "llm.simulator", "--host", "127.0.0.1", "--port", str(port)])
+        wait_for_port(port, proc, what="simulator")
+        url = f"http://127.0.0.1:{port}"
+        self.env["HERMES_SIMULATOR_URL"] = url
+        return url
+
+    def start_worker(self, name: str = "worker", concurrency: int = 4, extra_env: dict | None = None) -> subprocess.Popen:
+        proc = self._spawn(name, [sys.executable, "-m", "celery", "-A", "hermes_web", "worker", "-Q", "agent,compression",
+                                  "--pool=threads", f"--concurrency={concurrency}", "--without-mingle",
+                                  "--without-gossip", "-n", f"{name}@%h", "-l", "info"], extra_env)
+        self.wait_for_log(name, "ready.", proc)
+        return proc
+
+    def start_web(self, name: str = "web", port: int | None = None) -> int:
+        port = port or free_port()
+        proc = self._spawn(name, [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                  "hermes_web.asgi:application"])
+        wait_for_port(port, proc, what=name)
+        return port
+
+    def wait_for_log(self, name: str, needle: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+        path = self.log_dir / f"{name}.log"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}:\n{path.read_text()[-3000:]}")
+            if path.exists() and needle in path.read_text(errors="replace"):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"{name} not ready within {timeout}s:\n{path.read_text()[-3000:]}")
+
+    def kill(self, name: str, sig: int = signal.SIGTERM) -> None:
+        proc = self.procs.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+    def stop(self) -> None:
+        for name in [n for n in self.procs if n != "redis"] + (["redis"] if "redis" in self.procs else []):
+            self.kill(name)
+
+    def log(self, name: str) -> str:
+        path = self.log_dir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""

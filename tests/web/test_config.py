@@ -1,0 +1,79 @@
+"""Bad configuration stops start-up with one clear line naming the variable."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from hermes_web import config
+from hermes_web.config import ConfigError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def launch(**env_overrides) -> subprocess.CompletedProcess:
+    env = {**os.environ, **env_overrides}
+    return subprocess.run([sys.executable, "-m", "hermes_web.launch"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def assert_one_line(result: subprocess.CompletedProcess, variable: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"hermes: {variable}:")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:notaport/0", "http://127.0.0.1:6379", "redis://"])
+def test_it_rejects_an_unparsable_redis_url(monkeypatch, url):
+    monkeypatch.setenv("REDIS_URL", url)
+    with pytest.raises(ConfigError, match="^REDIS_URL: "):
+        config.redis_url()
+
+
+def test_it_rejects_a_bad_integer_with_its_name(monkeypatch):
+    monkeypatch.setenv("HERMES_PORT", "eighty")
+    with pytest.raises(ConfigError, match="^HERMES_PORT: expected a whole number"):
+        config.env_int("HERMES_PORT", 8000)
+
+
+def test_launch_stops_on_an_unparsable_redis_url():
+    assert_one_line(launch(REDIS_URL="redis://127.0.0.1:notaport/0"), "REDIS_URL")
+
+
+def test_launch_stops_when_the_database_driver_is_missing():
+    assert_one_line(launch(DATABASE_URL="mysql://root@127.0.0.1/hermes"), "DATABASE_URL")
+
+
+def test_launch_stops_when_the_web_port_is_taken(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            redis_port = free.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+        env.update(HERMES_PORT=str(port), HERMES_REDIS_PORT=str(redis_port), HERMES_DATA_DIR=str(tmp_path))
+        result = subprocess.run([sys.executable, "-m", "hermes_web.launch"], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=60)
+    assert_one_line(result, "HERMES_PORT")
+
+
+def test_production_mode_without_a_secret_key_stops_with_one_line(tmp_path):
+    env = {**os.environ, "HERMES_ENV": "production", "SECRET_KEY": "", "ALLOWED_HOSTS": "example.com",
+           "HERMES_DATA_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert_one_line(result, "SECRET_KEY")
+
+
+def test_production_mode_with_a_short_secret_key_fails_the_system_check(tmp_path):
+    env = {**os.environ, "HERMES_ENV": "production", "SECRET_KEY": "short", "ALLOWED_HOSTS": "example.com",
+           "HERMES_DATA_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "hermes.E001" in result.stderr
