@@ -15,7 +15,7 @@ import httpx2
 
 from llm.base import Final, Provider, StreamEvent, TextDelta, ToolCall
 from llm.convert import from_anthropic_response, to_anthropic_request
-from llm.errors import ProviderError, ProviderUnavailableError, classify
+from llm.errors import AuthenticationError, ProviderError, ProviderUnavailableError, classify
 from llm.models import ModelCatalog
 from llm.usage import normalize_anthropic_usage
 
@@ -90,6 +90,10 @@ class AnthropicProvider(Provider):
             if default_headers:
                 kwargs["default_headers"] = dict(default_headers)
             client = anthropic.Anthropic(**kwargs)
+            # The SDK only notices a missing key when sending (with a TypeError); say it clearly.
+            self._missing_key = not (client.api_key or getattr(client, "auth_token", None))
+        else:
+            self._missing_key = False
         self.client = client
 
     def _max_tokens(self, model: str, requested: int | None) -> int:
@@ -126,6 +130,11 @@ class AnthropicProvider(Provider):
         timeout: float | None = None,
         **extra: Any,
     ) -> Iterator[StreamEvent]:
+        if self._missing_key:
+            raise AuthenticationError(
+                "no Anthropic API key configured (set ANTHROPIC_API_KEY or the provider's key)",
+                provider=self.name,
+            )
         body = self.build_request(messages, model=model, max_tokens=max_tokens, tools=tools, **extra)
         kwargs = {k: v for k, v in body.items() if k in _STREAM_KWARGS}
         extra_body = {k: v for k, v in body.items() if k not in _STREAM_KWARGS}
@@ -146,6 +155,7 @@ class AnthropicProvider(Provider):
                         call = block["tool_calls"][0]
                         yield ToolCall(call["id"], call["function"]["name"], call["function"]["arguments"])
                 final = stream.get_final_message()
+                request_id = stream.request_id
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             raise map_anthropic_error(exc, self.name) from exc
         yield Final(
@@ -154,7 +164,7 @@ class AnthropicProvider(Provider):
             stop_reason=final.stop_reason or "",
             model=final.model,
             latency=time.monotonic() - started,
-            request_id=getattr(final, "_request_id", None),
+            request_id=request_id,
         )
 
     def count_tokens(

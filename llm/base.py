@@ -10,7 +10,7 @@ the answer (the auxiliary summariser: prompt in, text out).
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Literal, Mapping, Union
 
 from llm.usage import Usage
@@ -56,14 +56,6 @@ class Final:
 
 
 StreamEvent = Union[TextDelta, ToolCall, Final]
-
-
-@dataclass(frozen=True)
-class RequestOptions:
-    """Per-call knobs that are not part of the conversation."""
-
-    extra_headers: Mapping[str, str] = field(default_factory=dict)
-    timeout: float | None = None
 
 
 class Provider(abc.ABC):

@@ -69,7 +69,8 @@ def _content_list(content: Any) -> list[Any]:
     return []
 
 
-def _text_and_images(block: Any) -> tuple[str, int]:
+def text_and_images(block: Any) -> tuple[str, int]:
+    """The countable text of one content block and how many images it holds."""
     if not isinstance(block, Mapping):
         return (block if isinstance(block, str) else "", 0)
     btype = block.get("type")
@@ -85,7 +86,7 @@ def _text_and_images(block: Any) -> tuple[str, int]:
             return content, 0
         texts, images = [], 0
         for part in content or ():
-            t, i = _text_and_images(part)
+            t, i = text_and_images(part)
             if t:
                 texts.append(t)
             images += i
@@ -113,14 +114,14 @@ def flatten(body: Mapping[str, Any]) -> list[Block]:
         blocks.append(Block("tools", f"tools.{i}", tool_text(tool), 0, _canonical(["t", strip_cache_control(tool)])))
     system = body.get("system")
     for i, block in enumerate(_content_list(system)):
-        text, images = _text_and_images(block)
+        text, images = text_and_images(block)
         blocks.append(Block("system", f"system.{i}", text, images, _canonical(["s", strip_cache_control(block)])))
     for m, msg in enumerate(body.get("messages") or ()):
         if not isinstance(msg, Mapping):
             continue
         role = msg.get("role")
         for j, block in enumerate(_content_list(msg.get("content"))):
-            text, images = _text_and_images(block)
+            text, images = text_and_images(block)
             payload = _canonical(["m", role, strip_cache_control(block)])
             blocks.append(Block("messages", f"messages.{m}.content.{j}", text, images, payload, j == 0))
     return blocks

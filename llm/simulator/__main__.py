@@ -1,0 +1,44 @@
+"""`python -m llm.simulator --port N`: serve the simulator on loopback until interrupted.
+
+Configuration also comes from HERMES_SIM_* variables (see `Simulator.from_env`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from llm.simulator.engine import Simulator
+from llm.simulator.faults import parse_fault_spec
+from llm.simulator.server import start_simulator
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m llm.simulator", description=__doc__)
+    parser.add_argument("--port", type=int, default=8765, help="0 picks a free port (default 8765)")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--fault", help="server-wide fault, e.g. 529 or 429=20:3 (name[=arg][:count])")
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    args = parser.parse_args(argv)
+
+    overrides = {}
+    if args.fault:
+        fault, count = parse_fault_spec(args.fault)
+        overrides["faults"] = [(fault, count)] if fault else []
+    server = start_simulator(args.port, args.host, simulator=Simulator.from_env(**overrides), verbose=args.verbose)
+    print(f"Hermes model simulator listening on {server.base_url}", flush=True)
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,401 @@
+"""The simulator's state and request pipeline, independent of HTTP framing.
+
+`Simulator.messages(...)` runs one Messages request: auth and version were checked by the caller;
+here come faults, model lookup, strict validation, cache accounting, the deterministic reply and
+the stats record. It returns a complete Anthropic `Message` dict; the HTTP layer decides whether
+to send it as JSON or as SSE events. Failures raise `SimError` carrying the API's status, type
+and text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from compression.core.tokens import MESSAGE_OVERHEAD_TOKENS
+from compression.core.tokens import count_tokens as product_count_tokens
+from llm import blocks as blocks_mod
+from llm.models import ModelCatalog, ModelInfo, catalog_from_json
+from llm.simulator import policy
+from llm.simulator.cache import PrefixCache
+from llm.simulator.clock import SimClock
+from llm.simulator.faults import Fault, FaultQueue, parse_fault_spec
+from llm.validation import (
+    SUPPORTED_API_VERSIONS,
+    InvalidRequest,
+    prompt_too_long_message,
+    validate_messages_request,
+)
+
+DEFAULT_RETRY_AFTER_MS = 10
+MAX_BODY_BYTES = 32 * 1024 * 1024  # the Messages API's request cap
+LOG_SIZE = 5_000
+RATE_LIMIT_TEXT = (
+    "This request would exceed your organization's rate limit of 30,000 input tokens per minute "
+    "(org: 00000000-0000-0000-0000-000000000000, model: {model}). For details, refer to: "
+    "https://docs.claude.com/en/api/rate-limits. You can see the response headers for current usage. "
+    "Please reduce the prompt length or the maximum tokens requested, or try again later."
+)
+LONG_CONTEXT_TEXT = "Extra usage is required for long context requests."
+
+
+class SimError(Exception):
+    """An API error response: HTTP status, `error.type`, `error.message`, extra headers."""
+
+    def __init__(self, status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+@dataclass(frozen=True)
+class Turn:
+    message: dict[str, Any]
+    fault: Fault | None
+    kind: str
+    prompt_tokens: int
+
+
+class MemoCounter:
+    """Token counts remembered by text digest: a long conversation resends the same blocks on
+    every turn, and hashing is far cheaper than tokenising them again."""
+
+    def __init__(self, count: Callable[[str], int], max_entries: int = 200_000):
+        self._count = count
+        self._memo: dict[bytes, int] = {}
+        self._max = max_entries
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> int:
+        if len(text) < 64:
+            return self._count(text)
+        key = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+        cached = self._memo.get(key)
+        if cached is not None:
+            return cached
+        n = self._count(text)
+        with self._lock:
+            if len(self._memo) >= self._max:
+                self._memo.clear()
+            self._memo[key] = n
+        return n
+
+
+def _load_models_env(value: str) -> ModelCatalog:
+    text = value.strip()
+    if not text.startswith(("[", "{")):
+        text = Path(text).read_text(encoding="utf-8")
+    return catalog_from_json(text)
+
+
+class Simulator:
+    def __init__(
+        self,
+        *,
+        models: ModelCatalog | Iterable[ModelInfo] | None = None,
+        clock: SimClock | None = None,
+        count_tokens: Callable[[str], int] = product_count_tokens,
+        message_overhead: int = MESSAGE_OVERHEAD_TOKENS,
+        api_keys: Iterable[str] | None = None,
+        strict_roles: bool = False,
+        retry_after_ms: int = DEFAULT_RETRY_AFTER_MS,
+        faults: Iterable[tuple[Fault, int | None]] = (),
+    ):
+        if models is None:
+            models = ModelCatalog()
+        self.catalog = models if isinstance(models, ModelCatalog) else ModelCatalog(models)
+        self.clock = clock or SimClock()
+        self.count_tokens = MemoCounter(count_tokens)
+        self.message_overhead = message_overhead
+        self.api_keys = frozenset(api_keys) if api_keys else None
+        self.strict_roles = strict_roles
+        self.retry_after_ms = retry_after_ms
+        self.faults = FaultQueue()
+        for fault, count in faults:
+            self.faults.push(fault, count)
+        self.cache = PrefixCache()
+        self._lock = threading.Lock()
+        self._ids = 0
+        self._reset_stats()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Simulator":
+        """Configuration from HERMES_SIM_* variables; keyword arguments win."""
+        env = os.environ if env is None else env
+        kwargs: dict[str, Any] = {}
+        if env.get("HERMES_SIM_MODELS"):
+            kwargs["models"] = _load_models_env(env["HERMES_SIM_MODELS"])
+        if env.get("HERMES_SIM_FAULT"):
+            fault, count = parse_fault_spec(env["HERMES_SIM_FAULT"])
+            if fault is not None:
+                kwargs["faults"] = [(fault, count)]
+        if env.get("HERMES_SIM_API_KEYS"):
+            kwargs["api_keys"] = [k.strip() for k in env["HERMES_SIM_API_KEYS"].split(",") if k.strip()]
+        if env.get("HERMES_SIM_RETRY_AFTER_MS"):
+            kwargs["retry_after_ms"] = int(env["HERMES_SIM_RETRY_AFTER_MS"])
+        if env.get("HERMES_SIM_STRICT_ROLES", "").lower() in ("1", "true", "yes", "on"):
+            kwargs["strict_roles"] = True
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def _reset_stats(self) -> None:
+        self._requests = 0
+        self._errors = 0
+        self._max_prompt = 0
+        self._totals = {"input": 0, "output": 0, "cache_read": 0, "cache_write_5m": 0, "cache_write_1h": 0}
+        self._log: deque[dict[str, Any]] = deque(maxlen=LOG_SIZE)
+
+    def reset(self) -> None:
+        """Forget the cache, stats and server faults; the clock returns to real time."""
+        with self._lock:
+            self.cache.clear()
+            self.faults.clear()
+            self.clock.reset()
+            self._reset_stats()
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "requests": self._requests,
+                "errors": self._errors,
+                "max_prompt_tokens": self._max_prompt,
+                "totals": dict(self._totals),
+                "cache_entries": len(self.cache),
+                "clock": self.clock.now(),
+                "log": list(self._log),
+            }
+
+    def _next_id(self, prefix: str) -> str:
+        with self._lock:
+            self._ids += 1
+            return f"{prefix}_sim{self._ids:020x}"
+
+    def _record(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self._requests += 1
+            entry["n"] = self._requests
+            entry["time"] = self.clock.now()
+            if entry.get("status", 200) != 200:
+                self._errors += 1
+            prompt = entry.get("prompt_tokens") or 0
+            self._max_prompt = max(self._max_prompt, prompt)
+            for key in self._totals:
+                self._totals[key] += entry.get(key, 0) or 0
+            self._log.append(entry)
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def authenticate(self, headers: Mapping[str, str]) -> str:
+        """The API key from `x-api-key` (preferred, as the API does) or `Authorization: Bearer`."""
+        key = headers.get("x-api-key")
+        if not key:
+            auth = headers.get("authorization") or ""
+            if auth.lower().startswith("bearer "):
+                key = auth[7:].strip()
+        if not key:
+            raise SimError(401, "authentication_error", "x-api-key header is required")
+        if self.api_keys is not None and key not in self.api_keys:
+            raise SimError(401, "authentication_error", "invalid x-api-key")
+        return key
+
+    def api_version(self, headers: Mapping[str, str]) -> str:
+        version = headers.get("anthropic-version")
+        if not version:
+            raise SimError(400, "invalid_request_error", "anthropic-version: header is required")
+        if version not in SUPPORTED_API_VERSIONS:
+            raise SimError(400, "invalid_request_error", f"anthropic-version: invalid version '{version}'")
+        return version
+
+    def model(self, name: Any) -> ModelInfo:
+        info = self.catalog.get(name) if isinstance(name, str) else None
+        if info is None:
+            raise SimError(404, "not_found_error", f"model: {name}")
+        return info
+
+    def prompt_tokens(self, body: Mapping[str, Any]) -> int:
+        return blocks_mod.prompt_tokens(body, self.count_tokens, message_overhead=self.message_overhead)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def take_fault(self, header_fault: Fault | None) -> Fault | None:
+        """The request's own fault, else the next server-wide one (consumed)."""
+        return header_fault if header_fault is not None else self.faults.take()
+
+    def _raise_fault(self, fault: Fault, info: ModelInfo, body: Mapping[str, Any]) -> None:
+        if fault.name == "overflow":
+            window = int(fault.number(info.context_window))
+            tokens = max(self.prompt_tokens(body), window + 1)
+            raise SimError(400, "invalid_request_error", prompt_too_long_message(tokens, window))
+        if fault.name == "413":
+            raise SimError(413, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
+        if fault.name == "429":
+            ms = int(fault.number(self.retry_after_ms))
+            headers = {"retry-after-ms": str(ms), "retry-after": str(max(1, math.ceil(ms / 1000)))}
+            raise SimError(429, "rate_limit_error", RATE_LIMIT_TEXT.format(model=info.name), headers)
+        if fault.name == "long_context":
+            raise SimError(429, "rate_limit_error", LONG_CONTEXT_TEXT, {"retry-after-ms": str(self.retry_after_ms)})
+        # 5xx answers carry `retry-after-ms` too (the real API may not): the SDK's own retries then
+        # take milliseconds, so fault tests and benchmarks stay fast.
+        quick_retry = {"retry-after-ms": str(self.retry_after_ms)}
+        if fault.name == "500":
+            raise SimError(500, "api_error", "Internal server error", quick_retry)
+        if fault.name == "529":
+            raise SimError(529, "overloaded_error", "Overloaded", quick_retry)
+        if fault.name == "401":
+            raise SimError(401, "authentication_error", "invalid x-api-key")
+
+    def messages(
+        self,
+        body: Any,
+        *,
+        api_key: str,
+        api_version: str,
+        fault: Fault | None = None,
+        path: str = "/v1/messages",
+    ) -> Turn:
+        """One Messages request. `fault` is the request's own (header) fault, if any."""
+        entry: dict[str, Any] = {"path": path, "stream": bool(isinstance(body, Mapping) and body.get("stream"))}
+        started = time.monotonic()
+        try:
+            turn = self._messages(body, api_key=api_key, api_version=api_version, fault=fault, entry=entry)
+        except SimError as exc:
+            entry.update(status=exc.status, error=exc.message[:300])
+            self._record(entry)
+            raise
+        entry["latency_ms"] = round((time.monotonic() - started) * 1000, 2)
+        self._record(entry)
+        return turn
+
+    def _messages(
+        self, body: Any, *, api_key: str, api_version: str, fault: Fault | None, entry: dict[str, Any]
+    ) -> Turn:
+        if not isinstance(body, Mapping):
+            raise SimError(400, "invalid_request_error", "body: Input should be a valid dictionary")
+        info = self.model(body.get("model"))
+        entry["model"] = info.name
+        fault = self.take_fault(fault)
+        if fault is not None:
+            entry["fault"] = str(fault)
+            self._raise_fault(fault, info, body)
+        try:
+            validate_messages_request(
+                body,
+                context_window=info.context_window,
+                max_output=info.max_output,
+                count_tokens=self.count_tokens,
+                api_version=api_version,
+                strict_roles=self.strict_roles,
+                message_overhead=self.message_overhead,
+            )
+        except InvalidRequest as exc:
+            raise SimError(400, "invalid_request_error", exc.message) from None
+
+        flat = blocks_mod.flatten(body)
+        tokens = [b.tokens(self.count_tokens, self.message_overhead) for b in flat]
+        hashes = blocks_mod.prefix_hashes(flat, f"{api_key}\x00{info.name}")
+        markers = blocks_mod.markers(body, flat)
+        cache = self.cache.account(tokens, hashes, markers, now=self.clock.now(), min_tokens=info.min_cache_tokens)
+
+        empty_summary = fault is not None and fault.name == "empty_summary"
+        reply = policy.respond(body, count_tokens=self.count_tokens, empty_summary=empty_summary)
+        blocks, stop_reason, stop_sequence = _apply_stop_sequences(reply.blocks, reply.stop_reason, body)
+        # The API bills at least one output token, even for an empty answer.
+        output = max(1, sum(self.count_tokens(blocks_mod.text_and_images(b)[0]) for b in blocks))
+        usage = {
+            "input_tokens": cache.input,
+            "output_tokens": output,
+            "cache_creation_input_tokens": cache.write,
+            "cache_read_input_tokens": cache.read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": cache.write_5m,
+                "ephemeral_1h_input_tokens": cache.write_1h,
+            },
+            "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
+            "service_tier": "standard",
+            "inference_geo": "not_available",
+            "output_tokens_details": None,
+            "speed": None,
+        }
+        message = {
+            "id": self._next_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "model": info.name,
+            "content": blocks,
+            "stop_reason": stop_reason,
+            "stop_sequence": stop_sequence,
+            "stop_details": None,
+            "container": None,
+            "usage": usage,
+        }
+        entry.update(
+            status=200,
+            kind=reply.kind,
+            messages=len(body.get("messages") or ()),
+            prompt_tokens=cache.total,
+            input=cache.input,
+            cache_read=cache.read,
+            cache_write=cache.write,
+            cache_write_5m=cache.write_5m,
+            cache_write_1h=cache.write_1h,
+            output=output,
+            stop_reason=stop_reason,
+        )
+        return Turn(message=message, fault=fault, kind=reply.kind, prompt_tokens=cache.total)
+
+    def count(self, body: Any, *, api_version: str) -> int:
+        """`/v1/messages/count_tokens`: the validated body's prompt size (no faults, no cache)."""
+        if not isinstance(body, Mapping):
+            raise SimError(400, "invalid_request_error", "body: Input should be a valid dictionary")
+        self.model(body.get("model"))
+        try:
+            validate_messages_request(
+                body, api_version=api_version, strict_roles=self.strict_roles, require_max_tokens=False
+            )
+        except InvalidRequest as exc:
+            raise SimError(400, "invalid_request_error", exc.message) from None
+        return self.prompt_tokens(body)
+
+    def model_object(self, info: ModelInfo) -> dict[str, Any]:
+        return {
+            "type": "model",
+            "id": info.name,
+            "display_name": info.display_name or info.name,
+            "created_at": "2026-01-01T00:00:00Z",
+            "max_input_tokens": info.context_window,
+            "max_tokens": info.max_output,
+        }
+
+    def models_page(self) -> dict[str, Any]:
+        data = [self.model_object(m) for m in self.catalog]
+        return {
+            "data": data,
+            "has_more": False,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+        }
+
+
+def _apply_stop_sequences(
+    content: list[dict[str, Any]], stop_reason: str, body: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], str, str | None]:
+    sequences = [s for s in body.get("stop_sequences") or () if isinstance(s, str) and s]
+    if not sequences or not content or content[0].get("type") != "text" or len(content) != 1:
+        return content, stop_reason, None
+    text = content[0]["text"]
+    hits = [(text.find(s), s) for s in sequences if s in text]
+    if not hits:
+        return content, stop_reason, None
+    at, seq = min(hits)
+    return [dict(content[0], text=text[:at])], "stop_sequence", seq

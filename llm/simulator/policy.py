@@ -1,0 +1,292 @@
+"""The simulator's deterministic "model": what it answers, given a (valid) Messages request.
+
+Decided from the last message only, in this order:
+1. the last user message carries `tool_result` blocks -> a text report of what the tools returned
+   (sizes, first line, errors);
+2. its text is a compression prompt (contains the summary template's "## Goal" and
+   "## Critical Context") -> a filled template (`llm.simulator.summary`);
+3. the project's workspace tools are offered and the text asks for one ("read notes.txt",
+   "list files", "search for TODO", "write hello to out.txt", "run `ls`") -> `tool_use` blocks;
+4. a question ("what was the budget?") -> the earlier sentence sharing the most words with it,
+   so recall after compaction can be measured;
+5. otherwise a deterministic text whose length grows with the question, or exactly N words when
+   asked to "reply with N words".
+Same request -> same answer, byte for byte (tool_use ids included).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from llm.simulator import summary as summary_mod
+
+PROJECT_TOOLS = ("read_file", "write_file", "list_files", "search_files", "terminal")
+MAX_DEFAULT_WORDS = 400
+
+_PATH = r"(?:`[^`]+`|\"[^\"]+\"|'[^']+'|[\w~][\w./-]*)"
+_FILEISH = r"(?:`[^`]+`|[\w~][\w-]*(?:/[\w.-]+)*\.\w+|[\w~][\w.-]*/[\w./-]*)"
+_ACTIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "write_file",
+        re.compile(
+            r"\bwrite\s+(?P<content>`[^`]*`|\"[^\"]*\"|'[^']*'|.+?)\s+(?:to|into)\s+(?:the\s+file\s+)?(?P<path>"
+            + _PATH + ")",
+            re.I,
+        ),
+    ),
+    (
+        "read_file",
+        re.compile(
+            r"\b(?:read|open|cat)\s+(?:the\s+)?(?:file\s+)?(?P<path>" + _FILEISH + r")"
+            r"(?:\s+from\s+line\s+(?P<offset>\d+))?(?:.*?\b(?:first|limit)\s+(?P<limit>\d+)\s+lines?)?",
+            re.I,
+        ),
+    ),
+    (
+        "list_files",
+        re.compile(r"\blist\s+(?:the\s+|all\s+)?files(?:\s+in\s+(?P<path>" + _PATH + "))?", re.I),
+    ),
+    (
+        "search_files",
+        re.compile(
+            r"\bsearch\s+(?:for\s+)?(?P<pattern>`[^`]+`|\"[^\"]+\"|'[^']+'|\S+)(?:\s+in\s+(?P<path>" + _PATH + "))?",
+            re.I,
+        ),
+    ),
+    ("terminal", re.compile(r"\brun\s+(?:the\s+command\s+)?`(?P<command>[^`]+)`", re.I)),
+)
+_WORDS_ASK = re.compile(r"\b(?:reply|answer|respond|write)\s+(?:with|in)\s+(?:about\s+)?(\d{1,6})\s+words\b", re.I)
+_QUESTION = re.compile(r"^\s*(?:what|which|who|when|where|how|do you remember|remind me)\b.*\?\s*$", re.I | re.S)
+_ERROR_HINT = re.compile(r"(?i)\b(error|exception|traceback|no such file|not found|denied|failed|exit [1-9])")
+_STOPWORDS = frozenset(
+    "a an the is was were are be been of to in on for and or what which who when where how do did does "
+    "you your me my i we our it its that this with at by from as about remember remind tell please".split()
+)
+_VOCABULARY = (
+    "context window tokens summary cache prefix session message tool result file workspace model "
+    "prompt budget threshold compression turn history detail answer plan step change note value "
+    "record reply check review keep track earlier later current next goal progress state"
+).split()
+
+
+@dataclass(frozen=True)
+class Reply:
+    blocks: list[dict[str, Any]]
+    stop_reason: str
+    kind: str  # text | tool_use | tool_report | summary | recall
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _unquote(value: str | None) -> str:
+    value = (value or "").strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "`\"'":
+        return value[1:-1]
+    return value.rstrip(".,;:!?)")
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or ():
+        if isinstance(block, Mapping):
+            if block.get("type") == "text":
+                parts.append(block.get("text") or "")
+            elif block.get("type") == "tool_result":
+                parts.append(_text_of(block.get("content")))
+    return "\n".join(parts)
+
+
+def _only_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text") or "" for b in content or () if isinstance(b, Mapping) and b.get("type") == "text")
+
+
+def find_actions(text: str, offered: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Tool calls the user's text asks for, in the order asked, restricted to offered tools."""
+    found: list[tuple[int, str, dict[str, Any]]] = []
+    taken: list[tuple[int, int]] = []
+    for name, pattern in _ACTIONS:
+        if name not in offered:
+            continue
+        for match in pattern.finditer(text):
+            if any(s <= match.start() < e for s, e in taken):
+                continue
+            g = match.groupdict()
+            if name == "write_file":
+                args = {"path": _unquote(g["path"]), "content": _unquote(g["content"])}
+            elif name == "read_file":
+                args = {"path": _unquote(g["path"])}
+                if g.get("offset"):
+                    args["offset"] = int(g["offset"])
+                if g.get("limit"):
+                    args["limit"] = int(g["limit"])
+            elif name == "list_files":
+                args = {"path": _unquote(g.get("path")) or "."}
+            elif name == "search_files":
+                args = {"pattern": _unquote(g["pattern"]), "path": _unquote(g.get("path")) or "."}
+            else:
+                args = {"command": g["command"].strip()}
+            taken.append((match.start(), match.end()))
+            found.append((match.start(), name, args))
+    found.sort(key=lambda item: item[0])
+    unique: list[tuple[str, dict[str, Any]]] = []
+    for _, name, args in found:
+        if (name, args) not in unique:
+            unique.append((name, args))
+    return unique
+
+
+def _tool_use_id(seed: str, n: int) -> str:
+    return "toolu_sim" + hashlib.sha256(f"{seed}:{n}".encode()).hexdigest()[:20]
+
+
+def _describe_result(name: str, args: Mapping[str, Any], text: str, is_error: bool) -> str:
+    lines = text.splitlines()
+    first = next((ln.strip() for ln in lines if ln.strip()), "")[:100]
+    if is_error or (_ERROR_HINT.search(first) and name != "search_files"):
+        target = args.get("path") or args.get("command") or args.get("pattern") or ""
+        return f"{name} {target}: failed with error: {first or 'no output'}"
+    if name == "read_file":
+        return f"{args.get('path')}: {len(text):,} chars, {len(lines)} lines; first line: {first!r}"
+    if name == "list_files":
+        entries = [ln.strip() for ln in lines if ln.strip()]
+        shown = ", ".join(entries[:5])
+        return f"{args.get('path', '.')} holds {len(entries)} entries ({shown})"
+    if name == "search_files":
+        hits = [ln for ln in lines if ln.strip()]
+        return f"search for {args.get('pattern')!r} in {args.get('path', '.')}: {len(hits)} matching lines; first: {first!r}"
+    if name == "write_file":
+        return f"wrote {args.get('path')}: {first or 'ok'}"
+    if name == "terminal":
+        return f"`{args.get('command')}` printed {len(lines)} lines; first: {first!r}"
+    return f"{name}: {len(text):,} chars; first line: {first!r}"
+
+
+def _tool_report(messages: list[Mapping[str, Any]]) -> str:
+    last = messages[-1]
+    calls: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    if len(messages) >= 2 and isinstance(messages[-2].get("content"), list):
+        for block in messages[-2]["content"]:
+            if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                calls[block["id"]] = (block.get("name", ""), block.get("input") or {})
+    lines = []
+    for block in last["content"]:
+        if isinstance(block, Mapping) and block.get("type") == "tool_result":
+            name, args = calls.get(block.get("tool_use_id"), ("tool", {}))
+            text = _text_of(block.get("content"))
+            lines.append("- " + _describe_result(name, args, text, bool(block.get("is_error"))))
+    head = "Here is what I found:" if lines else "There were no tool results."
+    return "\n".join([head, *lines])
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w'-]+", text.lower())
+
+
+def _recall(question: str, messages: list[Mapping[str, Any]], system: Any) -> str | None:
+    """The earlier sentence that shares the most content words with the question."""
+    keys = {w for w in _words(question) if w not in _STOPWORDS and len(w) > 2}
+    if not keys:
+        return None
+    sources = [_text_of(system)] + [_text_of(m.get("content")) for m in messages[:-1]]
+    best, best_score = None, 0
+    for source in sources:
+        for sentence in re.split(r"(?<=[.!?])\s+|\n+", source):
+            sentence = sentence.strip().lstrip("-#* ").strip()
+            if not sentence or sentence.endswith("?"):
+                continue
+            score = len(keys & set(_words(sentence)))
+            if score > best_score:  # first best wins: ties keep the earliest mention
+                best, best_score = sentence, score
+    return f"From earlier in our conversation: {best[:400]}" if best else None
+
+
+def _filler(seed: str, n_words: int, lead: str) -> str:
+    rng = random.Random(hashlib.sha256(seed.encode("utf-8")).hexdigest())
+    words = lead.split()
+    while len(words) < n_words:
+        sentence = [rng.choice(_VOCABULARY) for _ in range(rng.randint(6, 14))]
+        sentence[0] = sentence[0].capitalize()
+        sentence[-1] += "."
+        words.extend(sentence)
+    return " ".join(words[:n_words])
+
+
+def _plain_text(user_text: str, n_messages: int) -> str:
+    asked = _WORDS_ASK.search(user_text)
+    if asked:
+        n = max(1, int(asked.group(1)))
+    else:
+        n = min(MAX_DEFAULT_WORDS, 30 + len(user_text.split()) // 2)
+    snippet = " ".join(user_text.split())[:80]
+    lead = f'You said: "{snippet}".' if snippet else "Hello."
+    return _filler(f"{n_messages}:{user_text}", n, lead)
+
+
+def truncate_to(text: str, max_tokens: int, count_tokens: Callable[[str], int]) -> tuple[str, bool]:
+    """Cut `text` (at word boundaries) until it fits `max_tokens`; True when something was cut."""
+    if count_tokens(text) <= max_tokens:
+        return text, False
+    words = text.split(" ")
+    lo, hi = 0, len(words)
+    while lo < hi:  # the longest prefix of words that fits
+        mid = (lo + hi + 1) // 2
+        if count_tokens(" ".join(words[:mid])) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo]), True
+
+
+def respond(
+    body: Mapping[str, Any],
+    *,
+    count_tokens: Callable[[str], int],
+    empty_summary: bool = False,
+) -> Reply:
+    messages = list(body.get("messages") or ())
+    max_tokens = int(body.get("max_tokens", 4096))
+    if max_tokens == 0:
+        return Reply([], "max_tokens", "text")
+    seed = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()
+    last = messages[-1]
+    if last.get("role") == "assistant":  # prefill: continue the assistant's text
+        return _text_reply("Continuing.", max_tokens, count_tokens, "text")
+    content = last.get("content")
+    has_results = isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+    )
+    if has_results:
+        return _text_reply(_tool_report(messages), max_tokens, count_tokens, "tool_report")
+    user_text = _only_text(content)
+    if summary_mod.is_compression_prompt(user_text):
+        text = "" if empty_summary else summary_mod.build_summary(user_text)
+        return _text_reply(text, max_tokens, count_tokens, "summary")
+    offered = {t.get("name") for t in body.get("tools") or () if isinstance(t, Mapping)}
+    actions = find_actions(user_text, offered & set(PROJECT_TOOLS))
+    if actions:
+        blocks: list[dict[str, Any]] = []
+        targets = ", ".join(
+            f"{name} {next(iter(args.values()), '')}".strip() for name, args in actions
+        )
+        blocks.append({"type": "text", "text": f"I'll use {targets}."})
+        for n, (name, args) in enumerate(actions):
+            blocks.append({"type": "tool_use", "id": _tool_use_id(seed, n), "name": name, "input": args})
+        return Reply(blocks, "tool_use", "tool_use")
+    if _QUESTION.match(user_text):
+        recalled = _recall(user_text, messages, body.get("system"))
+        if recalled:
+            return _text_reply(recalled, max_tokens, count_tokens, "recall")
+    return _text_reply(_plain_text(user_text, len(messages)), max_tokens, count_tokens, "text")
+
+
+def _text_reply(text: str, max_tokens: int, count_tokens: Callable[[str], int], kind: str) -> Reply:
+    text, cut = truncate_to(text, max_tokens, count_tokens)
+    return Reply([{"type": "text", "text": text}], "max_tokens" if cut else "end_turn", kind)
