@@ -48,6 +48,7 @@ class Session(models.Model):
     cooldown_until = models.FloatField(null=True, blank=True, help_text="Unix time; automatic compression waits.")
     ineffective_count = models.PositiveIntegerField(default=0)
     last_prompt_tokens = models.IntegerField(default=0, help_text="-1: compressed, waiting for real usage.")
+    engine_state = models.JSONField(default=dict, blank=True, help_text="The rest of the engine's exported state.")
     context_length = models.PositiveIntegerField(null=True, blank=True, help_text="Lowered by an overflow error.")
     threshold_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Lowered to the aux window.")
 

@@ -1,4 +1,4 @@
-"""Celery tasks: thin, take ids, call one service."""
+"""Celery tasks: thin, take ids, call one service. Retries and time limits live here."""
 from __future__ import annotations
 
 from celery import shared_task
@@ -11,3 +11,31 @@ from sessions.events import broadcast
 def conversation_notify(conversation_id: str, text: str) -> None:
     """Show a notice on every open page of a conversation (operators' announcements, tests)."""
     broadcast(conversation_id, "notice", fragments.render_notice(text))
+
+
+@shared_task(name="sessions.tasks.agent_turn_run", bind=True, max_retries=None, acks_late=True)
+def agent_turn_run(self, turn_id: int) -> None:
+    """Run the conversation's queued turns in order; another worker holding the lease drains them,
+    so a busy conversation retries shortly instead of interleaving two turns."""
+    from sessions.models import Turn
+    from sessions.services.turns import turn_drain
+
+    conversation_id = Turn.objects.filter(id=turn_id).values_list("conversation_id", flat=True).first()
+    if conversation_id is None:
+        return
+    if not turn_drain(conversation_id=conversation_id):
+        if Turn.objects.filter(id=turn_id, status="queued").exists():
+            raise self.retry(countdown=1)
+
+
+@shared_task(name="sessions.tasks.compression_run", bind=True, max_retries=900, acks_late=True, soft_time_limit=900)
+def compression_run(self, conversation_id: str, trigger: str, focus_topic: str | None = None, force: bool = False) -> dict:
+    """Manual, hygiene and admin compressions. Waits (by retrying) while a turn is running."""
+    from sessions.services.compaction import ConversationBusy, compress_conversation
+
+    try:
+        outcome = compress_conversation(conversation_id=conversation_id, trigger=trigger, focus_topic=focus_topic,
+                                        force=force, outside_turn=True)
+    except ConversationBusy:
+        raise self.retry(countdown=1) from None
+    return {"event": outcome.event.id, "status": outcome.event.status}

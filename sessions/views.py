@@ -1,30 +1,137 @@
 """Conversation pages. Thin: look up through selectors (owner-checked), call services, render."""
 from __future__ import annotations
 
-from django.http import Http404
-from django.shortcuts import redirect, render
+from django.conf import settings
+from django.contrib import messages as flash
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
-from sessions import selectors
-from sessions.models import Conversation, Session
+from sessions import fragments, selectors
+from sessions.models import Conversation
+from sessions.services.context import session_start
+
+
+def _own(request, conversation_id) -> Conversation:
+    conversation = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation")
+    return conversation
+
+
+def _reply(request, conversation: Conversation, text: str, *, level: str = "info"):
+    """A notice for htmx requests; a flash message and the page for plain form posts."""
+    if request.htmx:
+        return HttpResponse(fragments.render_to_notice(text, level=level))
+    getattr(flash, "error" if level == "error" else "info")(request, text)
+    return redirect("conversation", conversation_id=conversation.id)
 
 
 @require_GET
 def home(request):
     conversations = selectors.conversation_list_for_user(user=request.user)
-    return render(request, "sessions/home.html", {"conversations": conversations})
+    return render(request, "sessions/home.html", {"conversations": selectors.conversation_rows(conversations)})
 
 
 @require_POST
 def conversation_create(request):
-    conversation = Conversation.objects.create(owner=request.user)
-    Session.objects.create(conversation=conversation)
-    return redirect("conversation", conversation_id=conversation.id)
+    from sessions.services.runtime import current_config
+
+    model = current_config().model
+    conversation = Conversation.objects.create(owner=request.user, provider=model.provider, model=model.model,
+                                               context_length=model.context_length, max_tokens=model.max_tokens)
+    session_start(conversation=conversation)
+    url = reverse("conversation", args=[conversation.id])
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 @require_GET
 def conversation_detail(request, conversation_id):
-    conversation = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation")
-    return render(request, "sessions/conversation.html", {"conversation": conversation})
+    conversation = _own(request, conversation_id)
+    return render(request, "sessions/conversation.html", {
+        "conversation": conversation,
+        "entries": selectors.transcript(conversation),
+        "turn": selectors.turn_latest(conversation),
+        "gauge": selectors.gauge(conversation),
+        "cache": selectors.cache_metrics(conversation),
+        "events": selectors.compression_events(conversation),
+        "max_chars": settings.HERMES_MAX_MESSAGE_CHARS,
+    })
+
+
+@require_POST
+def conversation_send(request, conversation_id):
+    from sessions.services.turns import TurnRejected, turn_submit
+
+    try:
+        text = request.POST.get("text", "")
+    except RequestDataTooBig:
+        conversation = _own(request, conversation_id)
+        return _reply(request, conversation, "The message is too large to accept "
+                      f"(over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes). Nothing was stored. Put large content "
+                      "in a file in the workspace and ask the agent to read it.", level="error")
+    conversation = _own(request, conversation_id)
+    command = text.strip()
+    if command == "/new":
+        return conversation_create(request)
+    if command == "/compress --preview":
+        return _preview(request, conversation, None)
+    if command.startswith("/compress --preview "):
+        return _preview(request, conversation, command[len("/compress --preview "):].strip() or None)
+    if command == "/compress" or command.startswith("/compress "):
+        return _compress(request, conversation, command[len("/compress"):].strip() or None)
+    try:
+        turn, message = turn_submit(user=request.user, conversation_id=conversation.id, text=text)
+    except TurnRejected as exc:
+        return _reply(request, conversation, str(exc), level="error")
+    if request.htmx:
+        return HttpResponse("")  # the message and the reply arrive over the socket
+    return redirect("conversation", conversation_id=conversation.id)
+
+
+@require_POST
+def conversation_compress(request, conversation_id):
+    conversation = _own(request, conversation_id)
+    return _compress(request, conversation, request.POST.get("topic", "").strip()[:500] or None)
+
+
+def _compress(request, conversation: Conversation, topic: str | None):
+    from django.db import transaction
+
+    from sessions import tasks
+
+    if conversation.messages.filter(session__ended_at__isnull=True, archived=False).count() < 4:
+        return _reply(request, conversation, "Nothing to compress yet: a compression needs at least 4 messages.",
+                      level="warning")
+    transaction.on_commit(lambda: tasks.compression_run.delay(str(conversation.id), "manual", topic, True))
+    what = f" focusing on “{topic}”" if topic else ""
+    return _reply(request, conversation, f"Compression queued{what}. Progress appears in the event feed.")
+
+
+def _preview(request, conversation: Conversation, topic: str | None):
+    from sessions.services.compaction import compression_preview
+
+    preview = compression_preview(conversation_id=conversation.id, focus_topic=topic)
+    return _reply(request, conversation, preview_text(preview))
+
+
+def preview_text(preview) -> str:
+    if not preview.has_content:
+        return f"Preview: nothing to compress ({preview.reason or 'the boundaries leave nothing in the middle'})."
+    focus = f", focusing on “{preview.focus_topic}”" if preview.focus_topic else ""
+    return (f"Preview: {preview.messages_to_summarize} of {preview.messages_before} messages "
+            f"(~{preview.tokens_to_summarize:,} of ~{preview.tokens_before:,} tokens) would be summarised{focus}; "
+            f"{preview.head_messages} kept at the start and {preview.tail_messages} at the end, "
+            f"{preview.pruned_count} old tool outputs shortened. Nothing was changed.")
+
+
+@require_GET
+def compaction_originals(request, conversation_id, event_id):
+    conversation = _own(request, conversation_id)
+    event = get_object_or_404(conversation.compression_events, id=event_id)
+    rows = selectors.compaction_originals(event)
+    return render(request, "sessions/originals.html", {"conversation": conversation, "event": event,
+                                                        "entries": [selectors.transcript_entry(m) for m in rows]})

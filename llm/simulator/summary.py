@@ -145,6 +145,9 @@ def _add(items: list[str], item: str) -> None:
         items.append(item)
 
 
+_FOCUS = re.compile(r'FOCUS TOPIC: "([^"]+)"')
+
+
 def build_summary(prompt: str) -> str:
     previous_text, turns_text = split_prompt(prompt)
     prev = parse_summary(previous_text) if previous_text else {h: [] for h in HEADINGS}
@@ -184,6 +187,17 @@ def build_summary(prompt: str) -> str:
                     _add(out["## Critical Context"], sentence)
             if turn.role == "ASSISTANT" and _DECISION.search(sentence):
                 _add(out["## Key Decisions"], sentence)
+
+    focus = _FOCUS.search(prompt)
+    if focus:
+        # A focused compaction keeps everything that mentions the topic in full detail.
+        topic = focus.group(1)
+        words = [w for w in re.findall(r"\w+", topic.lower()) if len(w) > 3] or [topic.lower()]
+        _add(out["## Critical Context"], f"Focus topic: {topic}")
+        for turn in turns:
+            for sentence in _sentences(turn.text):
+                if any(w in sentence.lower() for w in words):
+                    _add(out["## Critical Context"], f"[{turn.role.lower()}] {sentence}")
 
     if users:
         last_ask = _clip(users[-1].text)

@@ -135,6 +135,9 @@ async def test_it_relays_group_events_to_the_owners_socket(alice):
     conversation = await sync_to_async(make_conversation)(alice)
     communicator, connected, _ = await _connect(alice, conversation.id)
     assert connected
+    # A (re)connect first receives the live panels rendered from the database.
+    initial = await communicator.receive_from(timeout=5)
+    assert 'id="gauge"' in initial and 'id="transcript"' in initial
     await get_channel_layer().group_send(group_name(conversation.id),
                                          {"type": "conversation.event", "kind": "notice", "html": "<p>hi</p>"})
     assert await communicator.receive_from(timeout=2) == "<p>hi</p>"

@@ -1,0 +1,1 @@
+"""Write-side services: named `<entity>_<action>`, keyword-only, atomic where they write."""

@@ -1,0 +1,199 @@
+"""The one compaction service behind every trigger (SPEC §7): feasibility, lock, memory hook,
+engine, persist (rotation or in place), event, sentinel.
+
+A crash anywhere before the persist transaction leaves the session exactly as it was; the lock
+is a lease that expires on its own. Nothing is ever deleted.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.dispatch import Signal
+from django.utils import timezone
+
+from sessions import fragments
+from sessions.events import broadcast
+from sessions.models import CompressionEvent, Conversation, Session
+from sessions.services import runtime
+from sessions.services.context import context_messages, context_rows, message_append, session_active
+from sessions.services.locks import lock_acquire, lock_refresh, lock_release
+from sessions.services.usage import usage_record
+
+log = logging.getLogger(__name__)
+
+# Memory providers connect here; each receiver returns text (or None) for the summariser.
+pre_compress = Signal()
+
+LOCK_KIND = "compression"
+
+
+def lock_ttl() -> float:
+    return float(getattr(settings, "HERMES_COMPRESSION_LOCK_TTL", 300))
+
+
+class ConversationBusy(Exception):
+    """A turn is running; a queued compression job tries again shortly instead of interleaving."""
+
+
+class SummaryError(Exception):
+    """The auxiliary model gave nothing usable."""
+
+
+@dataclass
+class Outcome:
+    event: CompressionEvent
+    session: Session  # the active session afterwards
+
+    @property
+    def compressed(self) -> bool:
+        return self.event.status == "compressed"
+
+
+def _summarizer(*, conversation: Conversation, session: Session, cfg, model_holder: dict):
+    provider, model = runtime.aux_route(conversation, cfg)
+    model_holder["model"] = model
+
+    def summarise(prompt: str, budget: int) -> str:
+        try:
+            final = provider.complete([{"role": "user", "content": prompt}], model=model,
+                                      max_tokens=max(1024, int(budget * 1.5)), timeout=cfg.auxiliary.timeout)
+        except Exception as exc:
+            usage_record(conversation_id=conversation.id, session_id=session.id, usage=None, model=model,
+                         provider=getattr(provider, "name", ""), purpose="compression", error=str(exc))
+            raise
+        usage_record(conversation_id=conversation.id, session_id=session.id, usage=final.usage, model=model,
+                     provider=getattr(provider, "name", ""), purpose="compression", latency=final.latency,
+                     stop_reason=final.stop_reason)
+        text = (final.text or "").strip()
+        if not text:
+            raise SummaryError("the auxiliary model returned an empty summary")
+        return text
+
+    return summarise
+
+
+def _memory_context(messages: list[dict]) -> str | None:
+    parts = [text for _, text in pre_compress.send(sender=None, messages=messages) if text]
+    return "\n\n".join(parts) if parts else None
+
+
+def _progress(conversation_id, event: CompressionEvent, holder: str):
+    def on_progress(phase: str) -> None:
+        event.phase = phase
+        event.save(update_fields=["phase"])
+        lock_refresh(conversation_id=conversation_id, kind=LOCK_KIND, holder=holder, ttl=lock_ttl())
+        broadcast(conversation_id, "compression_progress", fragments.render_compression_event(event))
+    return on_progress
+
+
+def _persist(*, conversation: Conversation, session: Session, result, in_place: bool, event: CompressionEvent) -> Session:
+    """Write the compressed context in one transaction (rotation or in place)."""
+    system, rest = result.messages[0], result.messages[1:]
+    assert system["role"] == "system"
+    with transaction.atomic():
+        if in_place:
+            context_rows(session).update(archived=True)
+            target = session
+        else:
+            session.ended_at = timezone.now()
+            session.end_reason = "compression"
+            session.save(update_fields=["ended_at", "end_reason"])
+            target = Session.objects.create(conversation=conversation, parent=session)
+        target.system_prompt = system["content"] if isinstance(system["content"], str) else str(system["content"])
+        target.save(update_fields=["system_prompt"])
+        summary_row = None
+        for msg in rest:
+            is_summary = bool(msg.get("_compressed_summary"))
+            row = message_append(session=target, role=msg["role"], content=msg.get("content"),
+                                 tool_calls=msg.get("tool_calls"), tool_call_id=msg.get("tool_call_id", ""),
+                                 name=msg.get("name", ""), visible=is_summary, is_summary=is_summary)
+            if is_summary:
+                summary_row = row
+        event.new_session = None if in_place else target
+        event.summary_message = summary_row
+    return target
+
+
+def compress_conversation(*, conversation_id, trigger: str, focus_topic: str | None = None, force: bool = False,
+                          in_place: bool | None = None, current_tokens: int | None = None,
+                          outside_turn: bool = False) -> Outcome:
+    """Compress the active session. `outside_turn` (jobs from the `compression` queue) also takes
+    the turn lease so a job never rotates a session under a running turn."""
+    conversation = Conversation.objects.get(id=conversation_id)
+    session = session_active(conversation)
+    cfg = runtime.current_config()
+    holder = uuid.uuid4().hex
+    if not lock_acquire(conversation_id=conversation.id, kind=LOCK_KIND, ttl=lock_ttl(), holder=holder):
+        event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
+                                                status="skipped", reason="already compressing",
+                                                focus_topic=focus_topic or "", finished_at=timezone.now())
+        broadcast(conversation.id, "compression_result", fragments.render_compression_event(event))
+        return Outcome(event=event, session=session)
+    turn_holder = None
+    if outside_turn:
+        turn_holder = lock_acquire(conversation_id=conversation.id, kind="turn", ttl=lock_ttl())
+        if turn_holder is None:
+            lock_release(conversation_id=conversation.id, kind=LOCK_KIND, holder=holder)
+            raise ConversationBusy(str(conversation.id))
+
+    started = time.monotonic()
+    event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
+                                            focus_topic=focus_topic or "", phase="starting")
+    try:
+        # Gateway hygiene always compacts in place (SPEC §5.1).
+        in_place = True if trigger == "hygiene" else (cfg.compression.in_place if in_place is None else in_place)
+        event.in_place = in_place
+        model_holder: dict = {}
+        summarizer = _summarizer(conversation=conversation, session=session, cfg=cfg, model_holder=model_holder)
+        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg, summarizer=summarizer)
+        event.aux_model = model_holder.get("model", "")
+        broadcast(conversation.id, "compression_progress", fragments.render_compression_event(event))
+
+        messages = context_messages(session)
+        result = engine.compress(
+            messages, current_tokens=current_tokens, focus_topic=focus_topic or None, force=force,
+            on_progress=_progress(conversation.id, event, holder), extra_context=_memory_context(messages),
+        )
+        event.status = {"compressed": "compressed", "noop": "noop"}.get(result.status, "failed")
+        event.reason = result.reason or ""
+        event.messages_before, event.messages_after = result.messages_before, result.messages_after
+        event.tokens_before, event.tokens_after = result.tokens_before, result.tokens_after
+        event.pruned_count, event.summarized_count = result.pruned_count, result.summarized_count
+        event.summary = result.summary or ""
+        if result.status == "compressed":
+            with transaction.atomic():
+                session = _persist(conversation=conversation, session=session, result=result, in_place=in_place, event=event)
+                runtime.engine_state_save(session=session, engine=engine)
+        else:
+            runtime.engine_state_save(session=session, engine=engine)  # cooldown, anti-thrash count
+    except Exception as exc:
+        log.exception("compression of conversation %s failed", conversation.id)
+        event.status = "failed"
+        event.reason = f"{type(exc).__name__}: {exc}"[:2000]
+    finally:
+        lock_release(conversation_id=conversation.id, kind=LOCK_KIND, holder=holder)
+        if turn_holder:
+            lock_release(conversation_id=conversation.id, kind="turn", holder=turn_holder)
+        event.phase = "done"
+        event.duration_ms = int((time.monotonic() - started) * 1000)
+        event.finished_at = timezone.now()
+        event.save()
+    broadcast(conversation.id, "compression_result", fragments.render_compression_event(event))
+    if event.status == "compressed":
+        broadcast(conversation.id, "message", fragments.render_compaction_divider(event))
+        broadcast(conversation.id, "gauge", fragments.render_gauge(conversation))
+    return Outcome(event=event, session=session)
+
+
+def compression_preview(*, conversation_id, focus_topic: str | None = None) -> dict:
+    """What a manual compression would do now, without changing anything."""
+    conversation = Conversation.objects.get(id=conversation_id)
+    session = session_active(conversation)
+    cfg = runtime.current_config()
+    engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
+    return engine.preview(context_messages(session), focus_topic=focus_topic)

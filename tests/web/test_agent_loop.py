@@ -1,0 +1,207 @@
+"""The agent loop and the compaction service against the real simulator over HTTP (in-process
+server), with Celery eager and the in-memory channel layer: the fast tier of SPEC §5 and §7."""
+from __future__ import annotations
+
+import pytest
+
+from compression import settings_store
+from llm.simulator import start_simulator
+from sessions.models import ApiCall, CompressionEvent, Conversation, Message, Turn
+from sessions.services.compaction import compress_conversation
+from sessions.services.context import context_messages, message_append, session_active, session_start
+from sessions.services.turns import TurnRejected, turn_drain, turn_submit
+
+
+@pytest.fixture(scope="module")
+def sim():
+    server = start_simulator()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _wiring(sim, settings):
+    from hermes_web.celery import app
+
+    settings.HERMES_SIMULATOR_URL = sim.base_url
+    sim.sim.reset()
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def conversation(alice):
+    c = Conversation.objects.create(owner=alice, provider="simulator", model="sim-claude-64k")
+    session_start(conversation=c)
+    return c
+
+
+def fill_history(conversation, pairs: int, size: int = 400) -> None:
+    """Plain user/assistant exchanges, so there is a middle to summarise."""
+    session = session_active(conversation)
+    for i in range(pairs):
+        message_append(session=session, role="user", content=f"Question {i}: " + "detail " * size)
+        message_append(session=session, role="assistant", content=f"Answer {i}: " + "explained " * size)
+
+
+def submit(user, conversation, text, capture):
+    with capture(execute=True):
+        turn, _ = turn_submit(user=user, conversation_id=conversation.id, text=text)
+    turn.refresh_from_db()
+    return turn
+
+
+@pytest.mark.django_db
+def test_it_runs_a_turn_that_calls_a_tool(alice, conversation, django_capture_on_commit_callbacks):
+    conversation.workspace.mkdir(parents=True, exist_ok=True)
+    (conversation.workspace / "notes.txt").write_text("the launch code is 4417\n")
+    turn = submit(alice, conversation, "read notes.txt", django_capture_on_commit_callbacks)
+    assert turn.status == "done", turn.error
+    roles = [m.role for m in Message.objects.filter(conversation=conversation).order_by("id")]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    tool = Message.objects.get(conversation=conversation, role="tool")
+    assert "4417" in tool.content
+    assert tool.token_count > 0
+    calls = ApiCall.objects.filter(conversation=conversation, purpose="agent")
+    assert calls.count() == 2
+    assert all(c.prompt_tokens > 0 and c.error == "" for c in calls)
+    session = session_active(conversation)
+    assert session.last_prompt_tokens == calls.last().prompt_tokens
+
+
+@pytest.mark.django_db
+def test_it_rejects_an_oversized_message_and_stores_nothing(alice, conversation, settings):
+    settings.HERMES_MAX_MESSAGE_CHARS = 1000
+    with pytest.raises(TurnRejected, match="too long: 1,001 characters"):
+        turn_submit(user=alice, conversation_id=conversation.id, text="x" * 1001)
+    assert not Message.objects.filter(conversation=conversation).exists()
+    assert not Turn.objects.exists()
+
+
+@pytest.mark.django_db
+def test_it_refuses_another_users_conversation(bob, conversation):
+    with pytest.raises(TurnRejected):
+        turn_submit(user=bob, conversation_id=conversation.id, text="hello")
+    assert not Message.objects.filter(conversation=conversation).exists()
+
+
+@pytest.mark.django_db
+def test_it_compresses_and_retries_after_an_overflow(alice, conversation, sim, django_capture_on_commit_callbacks):
+    fill_history(conversation, 20)
+    sim.sim.faults.push(__import__("llm.simulator", fromlist=["parse_fault"]).parse_fault("overflow"), 1)
+    turn = submit(alice, conversation, "hello again", django_capture_on_commit_callbacks)
+    assert turn.status == "done", turn.error
+    event = CompressionEvent.objects.get(conversation=conversation)
+    assert (event.trigger, event.status) == ("error_recovery", "compressed")
+    assert event.tokens_after < event.tokens_before
+    # Rotation: a child session holds the compressed context; every original is kept.
+    new = session_active(conversation)
+    assert new.parent_id == event.session_id
+    assert Message.objects.filter(session=event.session).count() == 41
+    assert sum(1 for m in context_messages(new) if m.get("_compressed_summary")) == 1
+
+
+@pytest.mark.django_db
+def test_it_gives_up_after_the_maximum_compression_attempts(alice, conversation, sim, django_capture_on_commit_callbacks):
+    from llm.simulator import parse_fault
+
+    fill_history(conversation, 40)
+    sim.sim.faults.push(parse_fault("overflow"), 10)
+    turn = submit(alice, conversation, "one more", django_capture_on_commit_callbacks)
+    assert turn.status == "failed"
+    assert "/compress" in turn.error and "new conversation" in turn.error
+    assert CompressionEvent.objects.filter(conversation=conversation, trigger="error_recovery").count() <= 3
+
+
+@pytest.mark.django_db
+def test_it_fails_without_compressing_when_compression_is_disabled(alice, conversation, sim, django_capture_on_commit_callbacks):
+    from llm.simulator import parse_fault
+
+    settings_store.save_group("compression", {"enabled": False})
+    fill_history(conversation, 20)
+    sim.sim.faults.push(parse_fault("413"), 1)
+    turn = submit(alice, conversation, "hello", django_capture_on_commit_callbacks)
+    assert turn.status == "failed"
+    assert "Compression is disabled" in turn.error
+    assert not CompressionEvent.objects.filter(conversation=conversation).exists()
+
+
+@pytest.mark.django_db
+def test_gateway_hygiene_compacts_in_place_before_the_turn(alice, conversation, django_capture_on_commit_callbacks):
+    fill_history(conversation, 10)
+    session = session_active(conversation)
+    session.last_prompt_tokens = int(64_000 * 0.86)
+    session.save()
+    turn = submit(alice, conversation, "continue", django_capture_on_commit_callbacks)
+    assert turn.status == "done", turn.error
+    event = CompressionEvent.objects.filter(conversation=conversation, trigger="hygiene").get()
+    assert event.status == "compressed" and event.in_place
+    assert session_active(conversation).id == session.id  # in place: no rotation
+    assert Message.objects.filter(session=session, archived=True).count() >= 20
+
+
+@pytest.mark.django_db
+def test_gateway_hygiene_fires_at_the_hard_message_limit(alice, conversation, django_capture_on_commit_callbacks):
+    settings_store.save_group("compression", {"hygiene_hard_message_limit": 8})
+    fill_history(conversation, 4, size=5)
+    turn = submit(alice, conversation, "continue", django_capture_on_commit_callbacks)
+    assert turn.status == "done", turn.error
+    assert CompressionEvent.objects.filter(conversation=conversation, trigger="hygiene").exists()
+
+
+@pytest.mark.django_db
+def test_a_summary_failure_leaves_the_session_as_it_was(alice, conversation, sim):
+    from llm.simulator import parse_fault
+
+    fill_history(conversation, 20)
+    session = session_active(conversation)
+    before = [(m.id, m.archived) for m in Message.objects.filter(session=session)]
+    sim.sim.faults.push(parse_fault("empty_summary"), 1)
+    outcome = compress_conversation(conversation_id=conversation.id, trigger="preflight")
+    assert outcome.event.status == "failed"
+    assert "empty" in outcome.event.reason
+    session.refresh_from_db()
+    assert session.ended_at is None and session.cooldown_until is not None
+    assert [(m.id, m.archived) for m in Message.objects.filter(session=session)] == before
+    # An automatic compression waits for the cooldown; a manual one does not.
+    assert compress_conversation(conversation_id=conversation.id, trigger="post_response").event.reason == "cooldown"
+    assert compress_conversation(conversation_id=conversation.id, trigger="manual", force=True).event.status == "compressed"
+
+
+@pytest.mark.django_db
+def test_manual_compression_with_a_topic_reaches_the_summary(alice, conversation):
+    fill_history(conversation, 12)
+    outcome = compress_conversation(conversation_id=conversation.id, trigger="manual", focus_topic="auth flow", force=True)
+    assert outcome.event.status == "compressed"
+    assert outcome.event.focus_topic == "auth flow"
+    assert "auth flow" in outcome.event.summary.lower()
+
+
+@pytest.mark.django_db
+def test_a_second_compression_is_skipped_while_one_holds_the_lock(alice, conversation):
+    from sessions.services.locks import lock_acquire
+
+    fill_history(conversation, 12)
+    assert lock_acquire(conversation_id=conversation.id, kind="compression", ttl=60)
+    outcome = compress_conversation(conversation_id=conversation.id, trigger="manual", force=True)
+    assert (outcome.event.status, outcome.event.reason) == ("skipped", "already compressing")
+
+
+@pytest.mark.django_db
+def test_turns_run_one_at_a_time_in_order(alice, conversation, django_capture_on_commit_callbacks):
+    from hermes_web.celery import app
+
+    app.conf.task_always_eager = False  # queue both, then drain as a worker would
+    try:
+        with django_capture_on_commit_callbacks(execute=False):
+            first, _ = turn_submit(user=alice, conversation_id=conversation.id, text="first question")
+            second, _ = turn_submit(user=alice, conversation_id=conversation.id, text="second question")
+    finally:
+        app.conf.task_always_eager = True
+    assert turn_drain(conversation_id=conversation.id) is True
+    first.refresh_from_db(), second.refresh_from_db()
+    assert first.status == second.status == "done"
+    assert first.finished_at <= second.started_at
+    users = [m.content for m in Message.objects.filter(conversation=conversation, role="user").order_by("id")]
+    assert users == ["first question", "second question"]
