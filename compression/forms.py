@@ -1,0 +1,192 @@
+"""Admin forms for the settings groups and the config.yaml import.
+
+Every group form checks its values with the shared core validator (``compression.core.config``), so
+a refused value carries the same message, naming the valid range, as the YAML import and the
+engine. Choice fields render as a select but accept any text, leaving the verdict (and its message)
+to that validator. The auxiliary API key is write-only.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from compression.core.config import SPECS, ConfigValueError, build_group, group_fields, valid_range
+from compression.models import (
+    AgentSettings,
+    AuxiliarySettings,
+    CompressionSettings,
+    ContextEngineSettings,
+    ModelDefaults,
+    PromptCachingSettings,
+)
+
+
+class _ChoiceText(forms.CharField):
+    """A select whose options come from the core spec (read on each form build, so registries grow)."""
+
+    def __init__(self, group: str, name: str, **kwargs):
+        options = list(SPECS[group][name].choices())
+        kwargs.setdefault("widget", forms.Select(choices=[(c, c) for c in options]))
+        super().__init__(**kwargs)
+
+
+class GroupSettingsForm(forms.ModelForm):
+    """Base: ``group`` names the settings group; ``clean()`` runs the core validator."""
+
+    group: str = ""
+    write_only: tuple[str, ...] = ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, spec in SPECS[self.group].items():
+            if name in self.fields:
+                self.fields[name].required = False  # an empty value gets the validator's message
+            if name in self.fields and spec.kind in ("int", "optional_int", "float"):
+                # Even text that is not a number gets told the valid range.
+                kind = "number" if spec.kind == "float" else "whole number"
+                self.fields[name].error_messages["invalid"] = f"Enter a {kind}: {valid_range(self.group, name)}."
+            if name in self.fields and spec.kind == "choice":
+                old = self.fields[name]
+                self.fields[name] = _ChoiceText(self.group, name, required=False, label=old.label,
+                                                help_text=old.help_text, initial=old.initial)
+
+    def group_values(self) -> dict[str, Any]:
+        """The group's values as the form would save them (fields that failed to parse keep the stored value)."""
+        values = {name: getattr(self.instance, name) for name in group_fields(self.group)}
+        for name in group_fields(self.group):
+            if name in self.cleaned_data and name not in self.write_only:
+                values[name] = self.cleaned_data[name]
+        return values
+
+    def clean(self):
+        cleaned = super().clean()
+        try:
+            self.config = build_group(self.group, self.group_values())
+        except ConfigValueError as exc:
+            for error in exc.all:
+                target = error.field if error.field in self.fields else None
+                if target is None or target not in self.errors:
+                    self.add_error(target, error.message)
+        return cleaned
+
+
+class CompressionSettingsForm(GroupSettingsForm):
+    group = "compression"
+
+    class Meta:
+        model = CompressionSettings
+        fields = list(group_fields("compression"))
+
+
+class AuxiliarySettingsForm(GroupSettingsForm):
+    """The API key is a password input that never renders a value; blank keeps the stored key."""
+
+    group = "auxiliary"
+    write_only = ("api_key",)
+
+    api_key = forms.CharField(
+        label="API key", required=False, strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    clear_api_key = forms.BooleanField(label="Remove the stored API key", required=False)
+
+    class Meta:
+        model = AuxiliarySettings
+        fields = [f for f in group_fields("auxiliary") if f != "api_key"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        stored = bool(self.instance and self.instance.api_key)
+        self.fields["api_key"].help_text = (
+            ("A key is stored (never shown). " if stored else "No key stored. ")
+            + "Type a new key to replace it; leave blank to keep it. Used with a custom base URL; "
+              "otherwise the provider's environment variable applies."
+        )
+
+    def new_api_key(self) -> str | None:
+        """The key to store: "" to remove it, a new key, or None to keep the stored one."""
+        if self.cleaned_data.get("clear_api_key"):
+            return ""
+        return self.cleaned_data.get("api_key") or None
+
+    def group_values(self) -> dict[str, Any]:
+        values = super().group_values()
+        if hasattr(self, "cleaned_data"):
+            new_key = self.new_api_key()
+            if new_key is not None:
+                values["api_key"] = new_key
+        return values
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("clear_api_key") and cleaned.get("api_key"):
+            self.add_error("api_key", "Either type a new key or tick “remove”, not both.")
+        return cleaned
+
+
+class PromptCachingSettingsForm(GroupSettingsForm):
+    group = "caching"
+
+    class Meta:
+        model = PromptCachingSettings
+        fields = list(group_fields("caching"))
+
+
+class ContextEngineSettingsForm(GroupSettingsForm):
+    group = "context"
+
+    class Meta:
+        model = ContextEngineSettings
+        fields = list(group_fields("context"))
+
+
+class ModelDefaultsForm(GroupSettingsForm):
+    group = "model"
+
+    class Meta:
+        model = ModelDefaults
+        fields = list(group_fields("model"))
+
+
+class AgentSettingsForm(GroupSettingsForm):
+    group = "agent"
+
+    class Meta:
+        model = AgentSettings
+        fields = list(group_fields("agent"))
+
+
+GROUP_FORMS: dict[str, type[GroupSettingsForm]] = {
+    f.group: f
+    for f in (CompressionSettingsForm, AuxiliarySettingsForm, PromptCachingSettingsForm, ContextEngineSettingsForm,
+              ModelDefaultsForm, AgentSettingsForm)
+}
+
+
+class ConfigImportForm(forms.Form):
+    """Upload a config.yaml or paste its text."""
+
+    file = forms.FileField(required=False, label="config.yaml file")
+    text = forms.CharField(required=False, label="…or paste its contents",
+                           widget=forms.Textarea(attrs={"rows": 16, "cols": 80, "spellcheck": "false"}))
+
+    MAX_BYTES = 256 * 1024
+
+    def clean(self):
+        cleaned = super().clean()
+        upload, text = cleaned.get("file"), cleaned.get("text")
+        if upload and text:
+            raise forms.ValidationError("Upload a file or paste text, not both.")
+        if upload:
+            if upload.size > self.MAX_BYTES:
+                raise forms.ValidationError(f"The file is larger than {self.MAX_BYTES // 1024} KB.")
+            try:
+                cleaned["yaml_text"] = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("The file is not UTF-8 text.") from None
+        elif text:
+            cleaned["yaml_text"] = text
+        else:
+            raise forms.ValidationError("Choose a config.yaml file or paste its contents.")
+        return cleaned

@@ -1,0 +1,196 @@
+"""Runtime settings (SPEC §9), model prices (SPEC §3.3) and the audit trail of every change.
+
+Each settings group is a singleton row (pk 1) whose fields are named exactly like the fields of the
+matching frozen dataclass in ``compression.core.config``. The rows hold no validation of their own:
+``compression.settings_store`` is the one writer, and it validates through the core validator.
+Read the settings with ``settings_store.current()``, never from these models directly.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from compression.core.config import SPECS, group_fields
+
+
+def _help(group: str, name: str) -> str:
+    spec = SPECS[group][name]
+    valid = spec.valid or "one of the listed names"
+    return f"{spec.help} Valid: {valid}."
+
+
+class SingletonSettings(models.Model):
+    """One row per group, always pk 1."""
+
+    SINGLETON_PK = 1
+    group: ClassVar[str]
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        self.pk = self.SINGLETON_PK
+        super().save(*args, **kwargs)
+
+    @classmethod
+    def load(cls):
+        obj, _ = cls.objects.get_or_create(pk=cls.SINGLETON_PK)
+        return obj
+
+    def values(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in group_fields(self.group)}
+
+    def __str__(self) -> str:
+        return str(self._meta.verbose_name)
+
+
+class CompressionSettings(SingletonSettings):
+    group = "compression"
+
+    enabled = models.BooleanField(default=True, help_text=_help("compression", "enabled"))
+    threshold = models.FloatField(default=0.50, help_text=_help("compression", "threshold"))
+    target_ratio = models.FloatField(default=0.20, help_text=_help("compression", "target_ratio"))
+    protect_last_n = models.IntegerField(default=20, help_text=_help("compression", "protect_last_n"))
+    protect_first_n = models.IntegerField(default=3, help_text=_help("compression", "protect_first_n"))
+    hygiene_hard_message_limit = models.IntegerField(
+        default=5000, help_text=_help("compression", "hygiene_hard_message_limit"))
+    max_compression_attempts = models.IntegerField(
+        default=3, help_text=_help("compression", "max_compression_attempts"))
+    in_place = models.BooleanField(default=False, help_text=_help("compression", "in_place"))
+    on_summary_failure = models.CharField(max_length=20, default="abort",
+                                          help_text=_help("compression", "on_summary_failure"))
+    codex_gpt55_autoraise = models.BooleanField(default=True, help_text=_help("compression", "codex_gpt55_autoraise"))
+    codex_gpt55_autoraise_notice = models.BooleanField(
+        default=True, help_text=_help("compression", "codex_gpt55_autoraise_notice"))
+    codex_app_server_auto = models.CharField(max_length=20, default="native",
+                                             help_text=_help("compression", "codex_app_server_auto"))
+
+    class Meta:
+        verbose_name = verbose_name_plural = "compression"
+
+
+class AuxiliarySettings(SingletonSettings):
+    group = "auxiliary"
+
+    provider = models.CharField(max_length=40, default="auto", help_text=_help("auxiliary", "provider"))
+    model = models.CharField(max_length=200, blank=True, default="", help_text=_help("auxiliary", "model"))
+    base_url = models.CharField("base URL", max_length=500, blank=True, default="",
+                                help_text=_help("auxiliary", "base_url"))
+    timeout = models.IntegerField(default=120, help_text=_help("auxiliary", "timeout"))
+    # Write-only through the admin; never rendered, never exported, masked in the audit trail.
+    api_key = models.CharField("API key", max_length=500, blank=True, default="")
+
+    class Meta:
+        verbose_name = verbose_name_plural = "auxiliary model (summariser)"
+
+
+class PromptCachingSettings(SingletonSettings):
+    group = "caching"
+
+    cache_ttl = models.CharField("cache TTL", max_length=4, default="5m", help_text=_help("caching", "cache_ttl"))
+    strategy = models.CharField(max_length=60, default="system_and_3", help_text=_help("caching", "strategy"))
+
+    class Meta:
+        verbose_name = verbose_name_plural = "prompt caching"
+
+
+class ContextEngineSettings(SingletonSettings):
+    group = "context"
+
+    engine = models.CharField(max_length=64, default="compressor", help_text=_help("context", "engine"))
+
+    class Meta:
+        verbose_name = verbose_name_plural = "context engine"
+
+
+class ModelDefaults(SingletonSettings):
+    group = "model"
+
+    provider = models.CharField(max_length=40, default="simulator", help_text=_help("model", "provider"))
+    model = models.CharField(max_length=200, default="sim-claude-200k", help_text=_help("model", "model"))
+    context_length = models.IntegerField(null=True, blank=True, help_text=_help("model", "context_length"))
+    max_tokens = models.IntegerField(default=4096, help_text=_help("model", "max_tokens"))
+
+    class Meta:
+        verbose_name = verbose_name_plural = "model defaults"
+
+
+class AgentSettings(SingletonSettings):
+    group = "agent"
+
+    max_iterations = models.IntegerField(default=30, help_text=_help("agent", "max_iterations"))
+    terminal_enabled = models.BooleanField(default=False, help_text=_help("agent", "terminal_enabled"))
+    terminal_timeout = models.IntegerField(default=30, help_text=_help("agent", "terminal_timeout"))
+
+    class Meta:
+        verbose_name = verbose_name_plural = "agent"
+
+
+SETTINGS_MODELS: dict[str, type[SingletonSettings]] = {
+    m.group: m
+    for m in (CompressionSettings, AuxiliarySettings, PromptCachingSettings, ContextEngineSettings,
+              ModelDefaults, AgentSettings)
+}
+
+
+class ModelPrice(models.Model):
+    """USD per million tokens, used to price every API call and the savings from caching."""
+
+    PRICE_FIELDS = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")
+
+    model = models.CharField(max_length=200, unique=True)
+    input = models.DecimalField(max_digits=10, decimal_places=4, validators=[MinValueValidator(0)],
+                                help_text="USD per million input tokens.")
+    output = models.DecimalField(max_digits=10, decimal_places=4, validators=[MinValueValidator(0)],
+                                 help_text="USD per million output tokens.")
+    cache_write_5m = models.DecimalField(max_digits=10, decimal_places=4, validators=[MinValueValidator(0)],
+                                         help_text="USD per million tokens written with a 5m TTL "
+                                                   "(usually 1.25× input).")
+    cache_write_1h = models.DecimalField(max_digits=10, decimal_places=4, validators=[MinValueValidator(0)],
+                                         help_text="USD per million tokens written with a 1h TTL (usually 2× input).")
+    cache_read = models.DecimalField(max_digits=10, decimal_places=4, validators=[MinValueValidator(0)],
+                                     help_text="USD per million tokens read from the cache (usually 0.1× input).")
+
+    class Meta:
+        ordering = ["model"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(input__gte=0, output__gte=0, cache_write_5m__gte=0, cache_write_1h__gte=0,
+                                   cache_read__gte=0),
+                name="model_price_not_negative",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.model
+
+    def as_dict(self) -> dict[str, float]:
+        return {name: float(getattr(self, name)) for name in self.PRICE_FIELDS}
+
+
+class SettingsChange(models.Model):
+    """One changed field: who, when, where from, old → new. Secrets are stored as "•••"."""
+
+    SOURCES = [(s, s) for s in ("admin", "import", "command", "code")]
+    MASK = "•••"
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    username = models.CharField(max_length=150, blank=True, help_text="Kept if the user is deleted.")
+    source = models.CharField(max_length=10, choices=SOURCES, default="admin")
+    group = models.CharField(max_length=40)
+    field = models.CharField(max_length=100)
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name = "settings change"
+
+    def __str__(self) -> str:
+        return f"{self.group}.{self.field}: {self.old_value} → {self.new_value}"

@@ -1,0 +1,221 @@
+"""Read and write the runtime settings. The only code that touches the settings rows.
+
+Guarantees:
+- ``current()`` reads the database on every call (one small query per group, no process cache), so
+  a saved change applies to the next turn or job without a restart.
+- ``save_groups`` / ``save_group`` validate through ``compression.core.config`` before writing
+  anything, write in one transaction, record one ``SettingsChange`` per changed field (secrets as
+  "•••"), and after commit call the callbacks registered with ``on_settings_changed``.
+- A row that somehow holds an invalid value (edited in the database by hand) does not break a turn:
+  the field falls back to its default and the problem is logged.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+
+from compression.core.config import (
+    GROUPS,
+    ConfigValueError,
+    RuntimeConfig,
+    build_group,
+    build_runtime,
+    config_values,
+    group_fields,
+    is_secret,
+)
+from compression.models import SETTINGS_MODELS, ModelPrice, SettingsChange
+
+log = logging.getLogger(__name__)
+
+MASK = SettingsChange.MASK
+
+
+@dataclass(frozen=True)
+class SettingsChanged:
+    """What a callback receives: the changed fields per group (secrets masked) and the new config."""
+
+    changes: dict[str, dict[str, tuple[str, str]]]
+    config: RuntimeConfig
+    user_id: int | None
+    source: str
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return tuple(self.changes)
+
+
+_callbacks: list[Callable[[SettingsChanged], Any]] = []
+
+
+def on_settings_changed(callback: Callable[[SettingsChanged], Any]):
+    """Register ``callback(SettingsChanged)``, called after a committed change. Usable as a decorator."""
+    if callback not in _callbacks:
+        _callbacks.append(callback)
+    return callback
+
+
+def disconnect_settings_changed(callback: Callable[[SettingsChanged], Any]) -> None:
+    if callback in _callbacks:
+        _callbacks.remove(callback)
+
+
+def _notify(event: SettingsChanged) -> None:
+    for callback in list(_callbacks):
+        try:
+            callback(event)
+        except Exception:  # one broken listener must not hide the change from the others
+            log.exception("settings-changed callback %r failed", callback)
+
+
+# --- Reading ------------------------------------------------------------------------------------
+
+
+def current() -> RuntimeConfig:
+    """The settings as stored right now (defaults for a group whose row does not exist yet)."""
+    return RuntimeConfig(**{group: _load_group(group) for group in GROUPS})
+
+
+def _load_group(group: str):
+    model = SETTINGS_MODELS[group]
+    row = model.objects.filter(pk=model.SINGLETON_PK).values(*group_fields(group)).first()
+    return build_group(group) if row is None else _tolerant(group, row)
+
+
+# --- Writing ------------------------------------------------------------------------------------
+
+
+def save_group(group: str, values: Mapping[str, Any], *, user=None, source: str = "admin"):
+    """Validate and store ``values`` (a subset of the group's fields); return the group's new config.
+
+    Raises ``ConfigValueError`` (nothing saved) if any value is invalid.
+    """
+    return getattr(save_groups({group: values}, user=user, source=source), group)
+
+
+def save_groups(groups: Mapping[str, Mapping[str, Any]], *, user=None, source: str = "admin") -> RuntimeConfig:
+    """Validate every group first, then write them all in one transaction; return the new config."""
+    with transaction.atomic():
+        rows = {group: SETTINGS_MODELS[group].objects.select_for_update().get_or_create(
+                    pk=SETTINGS_MODELS[group].SINGLETON_PK)[0]
+                for group in groups if group in SETTINGS_MODELS}
+        stored = RuntimeConfig(**{g: _tolerant(g, row.values()) for g, row in rows.items()})
+        new = build_runtime(groups, base=stored)  # raises before anything is written
+        changes: dict[str, dict[str, tuple[str, str]]] = {}
+        audit: list[SettingsChange] = []
+        user_id = user.pk if user is not None and getattr(user, "is_authenticated", False) else None
+        for group, row in rows.items():
+            before, after = row.values(), config_values(getattr(new, group))
+            changed = [name for name in after if after[name] != before[name]]
+            if not changed:
+                continue
+            for name in changed:
+                setattr(row, name, after[name])
+                old, new_text = display_value(group, name, before[name]), display_value(group, name, after[name])
+                changes.setdefault(group, {})[name] = (old, new_text)
+                audit.append(_audit_row(user, source, group, name, old, new_text))
+            row.save(update_fields=changed)
+        SettingsChange.objects.bulk_create(audit)
+        config = current()
+        if changes:
+            event = SettingsChanged(changes=changes, config=config, user_id=user_id, source=source)
+            transaction.on_commit(lambda: _notify(event))
+    return config
+
+
+def _tolerant(group: str, row_values: dict[str, Any]):
+    """The stored config of a group, ignoring stored values that no longer validate."""
+    try:
+        return build_group(group, row_values)
+    except ConfigValueError as exc:
+        for e in exc.all:
+            log.error("stored setting %s is invalid (%s); using the default", e.key, e.message)
+        bad = {e.field for e in exc.all}
+        return build_group(group, {k: v for k, v in row_values.items() if k not in bad})
+
+
+def display_value(group: str, name: str, value: Any) -> str:
+    """How the audit trail shows a value: YAML-like text, secrets as "•••" (empty stays empty)."""
+    if is_secret(group, name):
+        return MASK if value else ""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# --- Prices -------------------------------------------------------------------------------------
+
+_DATE_SUFFIX = re.compile(r"-\d{8}$")
+
+
+def price_for(model: str) -> dict[str, float] | None:
+    """USD per million tokens for ``model`` (input, output, cache_write_5m, cache_write_1h, cache_read).
+
+    A dated id (``claude-sonnet-4-5-20250929``) falls back to its undated name; an unknown model
+    gives None.
+    """
+    names = [model]
+    undated = _DATE_SUFFIX.sub("", model)
+    if undated != model:
+        names.append(undated)
+    rows = {p.model: p for p in ModelPrice.objects.filter(model__in=names)}
+    for name in names:
+        if name in rows:
+            return rows[name].as_dict()
+    return None
+
+
+def save_price(price: ModelPrice, *, user=None, source: str = "admin") -> ModelPrice:
+    """Save a (validated) price row and audit each changed price as ``prices / <model>.<field>``."""
+    with transaction.atomic():
+        old = ModelPrice.objects.select_for_update().filter(pk=price.pk).first() if price.pk else None
+        price.save()
+        audit = []
+        for name in ModelPrice.PRICE_FIELDS:
+            before = "" if old is None else _price_text(getattr(old, name))
+            after = _price_text(getattr(price, name))
+            if old is None or old.model != price.model or getattr(old, name) != getattr(price, name):
+                audit.append(_audit_row(user, source, "prices", f"{price.model}.{name}", before, after))
+        SettingsChange.objects.bulk_create(audit)
+    return price
+
+
+def delete_price(price: ModelPrice, *, user=None, source: str = "admin") -> None:
+    with transaction.atomic():
+        SettingsChange.objects.bulk_create(
+            _audit_row(user, source, "prices", f"{price.model}.{name}", _price_text(getattr(price, name)), "")
+            for name in ModelPrice.PRICE_FIELDS)
+        price.delete()
+
+
+def _price_text(value) -> str:
+    return format(Decimal(str(value)).normalize(), "f")
+
+
+def _audit_row(user, source: str, group: str, name: str, old: str, new: str) -> SettingsChange:
+    username = user.get_username() if user is not None and hasattr(user, "get_username") else ""
+    user_id = user.pk if user is not None and getattr(user, "is_authenticated", False) else None
+    return SettingsChange(user_id=user_id, username=username, source=source, group=group, field=name,
+                          old_value=old, new_value=new)
+
+
+__all__ = [
+    "SettingsChanged",
+    "current",
+    "delete_price",
+    "disconnect_settings_changed",
+    "display_value",
+    "on_settings_changed",
+    "price_for",
+    "save_group",
+    "save_groups",
+    "save_price",
+]

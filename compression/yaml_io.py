@@ -1,0 +1,257 @@
+"""Import and export the settings as a Hermes-style ``config.yaml`` (SPEC §9).
+
+Layout (hermes-as-built §7): ``compression.*``, ``auxiliary.compression.*``, ``prompt_caching.*``
+(``cache_ttl``, ``strategy``), ``context.engine``, ``model.*`` and ``agent.*``.
+
+Guarantees:
+- An import is all or nothing: a YAML syntax error or any invalid value changes nothing, and the
+  error names the line (the YAML mark for syntax, the key's node for a value).
+- Only keys present in the file change; the others keep their stored values.
+- Unknown keys are never dropped silently: each is returned as a warning (with its line).
+- ``compression.threshold_percent`` is an alias of ``threshold``. Hermes uses a fraction (0.8 = 80 %);
+  a value above 1 and at most 100 is read as a percentage (80 → 0.80) and a warning says so.
+- Hermes's older ``compression.abort_on_summary_failure`` (true → abort, false → fallback),
+  ``model.default`` and a plain ``model: <name>`` are understood too.
+- Secrets are never exported. An ``auxiliary.compression.api_key`` in an imported file is stored
+  (masked in the audit trail), and an export followed by an import leaves the stored key alone.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from django.db import transaction
+
+from compression import settings_store
+from compression.core.config import (
+    YAML_SECTIONS,
+    ConfigValueError,
+    RuntimeConfig,
+    config_values,
+    group_fields,
+    is_secret,
+)
+
+_SECTION_TO_GROUP = {path: group for group, path in YAML_SECTIONS.items()}
+# Aliases: (section path, key) → (group, field).
+_ALIASES = {
+    (("compression",), "threshold_percent"): ("compression", "threshold"),
+    (("compression",), "abort_on_summary_failure"): ("compression", "on_summary_failure"),
+    (("model",), "default"): ("model", "model"),
+}
+EXPORT_ORDER = ("model", "agent", "context", "compression", "auxiliary", "caching")
+
+
+class ConfigImportError(ValueError):
+    """A file that cannot be imported. ``errors`` is a list of (line or None, message)."""
+
+    def __init__(self, errors: list[tuple[int | None, str]]):
+        self.errors = errors
+        super().__init__("; ".join(_at(line, msg) for line, msg in errors))
+
+    @property
+    def line(self) -> int | None:
+        return self.errors[0][0] if self.errors else None
+
+
+def _at(line: int | None, message: str) -> str:
+    return f"line {line}: {message}" if line else message
+
+
+@dataclass
+class ParsedConfig:
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lines: dict[tuple[str, str], int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ImportResult:
+    changes: dict[str, dict[str, tuple[str, str]]]
+    warnings: list[str]
+    config: RuntimeConfig
+
+    @property
+    def changed_count(self) -> int:
+        return sum(len(fields) for fields in self.changes.values())
+
+
+# --- Parsing ------------------------------------------------------------------------------------
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+def _compose(text: str) -> tuple[yaml.Node | None, Any]:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+        return node, data
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
+        raise ConfigImportError([(mark.line + 1 if mark else None, f"YAML syntax error: {problem}")]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigImportError([(None, f"YAML error: {exc}")]) from None
+    finally:
+        loader.dispose()
+
+
+def _mapping_items(node: yaml.MappingNode, path: str, errors: list) -> list[tuple[str, yaml.Node, int]]:
+    """(key, value node, line) of a mapping, refusing duplicate and non-text keys."""
+    items, seen = [], {}
+    for key_node, value_node in node.value:
+        line = _line(key_node)
+        if not isinstance(key_node, yaml.ScalarNode):
+            errors.append((line, f"{path or 'top level'}: keys must be plain names"))
+            continue
+        key = key_node.value
+        dotted = f"{path}.{key}" if path else key
+        if key in seen:
+            errors.append((line, f"{dotted} is given twice (first on line {seen[key]})"))
+            continue
+        seen[key] = line
+        items.append((key, value_node, line))
+    return items
+
+
+def parse_config_yaml(text: str) -> ParsedConfig:
+    """Read a Hermes-style config.yaml into ``{group: {field: raw value}}`` with each key's line.
+
+    Raises ``ConfigImportError`` for syntax errors and structural problems; values are checked later
+    by the core validator. Unknown keys become warnings.
+    """
+    node, _ = _compose(text)
+    parsed = ParsedConfig()
+    if node is None:
+        parsed.warnings.append("the file is empty: nothing to import")
+        return parsed
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigImportError([(_line(node), "the top level must be a mapping of sections "
+                                               "(compression:, model:, …)")])
+    errors: list[tuple[int | None, str]] = []
+    constructor = yaml.SafeLoader("")
+
+    def value_of(value_node: yaml.Node) -> Any:
+        return constructor.construct_object(value_node, deep=True)
+
+    def walk(mapping: yaml.MappingNode, path: tuple[str, ...]) -> None:
+        dotted_path = ".".join(path)
+        for key, value_node, line in _mapping_items(mapping, dotted_path, errors):
+            sub = (*path, key)
+            dotted = ".".join(sub)
+            group = _SECTION_TO_GROUP.get(path)
+            if group is not None:
+                target = _ALIASES.get((path, key)) or ((group, key) if key in group_fields(group) else None)
+                if target is None:
+                    parsed.warnings.append(_at(line, f"unknown key {dotted} (ignored)"))
+                    continue
+                _take(parsed, errors, target, value_of(value_node), line, dotted)
+                continue
+            if any(p[: len(sub)] == sub for p in _SECTION_TO_GROUP):  # a section, or a parent of one
+                if sub == ("model",) and isinstance(value_node, yaml.ScalarNode):
+                    _take(parsed, errors, ("model", "model"), value_of(value_node), line, dotted)
+                elif isinstance(value_node, yaml.MappingNode):
+                    walk(value_node, sub)
+                elif not (isinstance(value_node, yaml.ScalarNode) and value_of(value_node) is None):
+                    errors.append((line, f"{dotted} must be a mapping of settings"))
+                continue
+            parsed.warnings.append(_at(line, f"unknown {'section' if not path else 'key'} {dotted} (ignored)"))
+
+    walk(node, ())
+    if errors:
+        raise ConfigImportError(errors)
+    return parsed
+
+
+def _take(parsed: ParsedConfig, errors: list, target: tuple[str, str], value: Any, line: int, dotted: str) -> None:
+    group, name = target
+    if dotted.endswith("threshold_percent"):
+        value = _threshold_from_percent(value, parsed, line)
+    elif dotted.endswith("abort_on_summary_failure"):
+        if isinstance(value, bool):
+            value = "abort" if value else "fallback"
+        else:
+            errors.append((line, f"{dotted} must be true or false; got {value!r}"))
+            return
+    if name in parsed.values.get(group, {}):
+        previous = parsed.lines[(group, name)]
+        if parsed.values[group][name] != value:
+            errors.append((line, f"{dotted} conflicts with the value on line {previous}"))
+        return
+    parsed.values.setdefault(group, {})[name] = value
+    parsed.lines[(group, name)] = line
+
+
+def _threshold_from_percent(value: Any, parsed: ParsedConfig, line: int) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 1 < value <= 100:
+        fraction = round(value / 100, 6)
+        parsed.warnings.append(_at(line, f"compression.threshold_percent: {value} read as a percentage "
+                                         f"(threshold {fraction})"))
+        return fraction
+    return value
+
+
+# --- Import -------------------------------------------------------------------------------------
+
+
+def import_config(text: str, *, user=None, source: str = "import", dry_run: bool = False) -> ImportResult:
+    """Validate and store every setting in ``text`` in one transaction (nothing on any error).
+
+    Raises ``ConfigImportError`` naming the line of each problem.
+    """
+    parsed = parse_config_yaml(text)
+    try:
+        with transaction.atomic():
+            before = settings_store.current()
+            config = settings_store.save_groups(parsed.values, user=user, source=source)
+            changes = _diff(before, config, parsed.values)
+            if dry_run:
+                transaction.set_rollback(True)
+    except ConfigValueError as exc:
+        raise ConfigImportError(
+            [(parsed.lines.get((e.group, e.field)), f"{e.key} {e.message}") for e in exc.all]) from None
+    return ImportResult(changes=changes, warnings=parsed.warnings, config=config)
+
+
+def _diff(before: RuntimeConfig, after: RuntimeConfig, groups: Mapping[str, Any]) -> dict:
+    changes: dict[str, dict[str, tuple[str, str]]] = {}
+    for group in groups:
+        old, new = config_values(getattr(before, group)), config_values(getattr(after, group))
+        for name in old:
+            if old[name] != new[name]:
+                changes.setdefault(group, {})[name] = (
+                    settings_store.display_value(group, name, old[name]),
+                    settings_store.display_value(group, name, new[name]),
+                )
+    return changes
+
+
+# --- Export -------------------------------------------------------------------------------------
+
+
+def config_to_dict(config: RuntimeConfig) -> dict[str, Any]:
+    """The nested config.yaml mapping of ``config``, secrets left out."""
+    out: dict[str, Any] = {}
+    for group in EXPORT_ORDER:
+        values = {k: v for k, v in config_values(getattr(config, group)).items() if not is_secret(group, k)}
+        node = out
+        *parents, last = YAML_SECTIONS[group]
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = values
+    return out
+
+
+def export_config(config: RuntimeConfig | None = None) -> str:
+    """The settings as config.yaml text (the current ones by default). Secrets are never included."""
+    config = config or settings_store.current()
+    header = ("# Hermes Web settings (config.yaml). Secrets such as API keys are not exported.\n"
+              "# Import with the admin's \"Import config.yaml\" page or `manage.py import_config <file>`.\n")
+    return header + yaml.safe_dump(config_to_dict(config), sort_keys=False, allow_unicode=True,
+                                   default_flow_style=False)
+
