@@ -6,3 +6,9 @@ class AgentSessionsConfig(AppConfig):
     # "sessions" is django.contrib.sessions' label; this one is fixed before the first migration.
     label = "agent_sessions"
     verbose_name = "Conversations"
+
+    def ready(self) -> None:
+        from compression.settings_store import on_settings_changed
+        from sessions.events import broadcast_settings_changed
+
+        on_settings_changed(broadcast_settings_changed)

@@ -5,7 +5,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from sessions import selectors
-from sessions.events import group_name
+from sessions.events import SETTINGS_GROUP, group_name
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
@@ -21,8 +21,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if conversation is None:
             await self.close(code=4404)
             return
+        self.conversation = conversation
         self.group = group_name(conversation.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(SETTINGS_GROUP, self.channel_name)
         await self.accept()
         # A (re)connect re-renders the live panels from the database: nothing shown depends on
         # an event that was missed while the socket was down.
@@ -34,6 +36,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         group = getattr(self, "group", None)
         if group:
             await self.channel_layer.group_discard(group, self.channel_name)
+            await self.channel_layer.group_discard(SETTINGS_GROUP, self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
         # The socket is server-to-browser only; messages go through the CSRF-protected form.
@@ -41,3 +44,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def conversation_event(self, event: dict) -> None:
         await self.send(text_data=event["html"])
+
+    async def settings_changed(self, event: dict) -> None:
+        from sessions import fragments
+
+        html = await database_sync_to_async(fragments.render_gauge)(self.conversation)
+        await self.send(text_data=html)

@@ -25,8 +25,23 @@ class ConversationEvent(TypedDict):
     html: str
 
 
+SETTINGS_GROUP = "hermes.settings"
+
+
 def group_name(conversation_id) -> str:
     return f"conversation.{conversation_id}"
+
+
+def broadcast_settings_changed(changed=None) -> None:
+    """Tell every open conversation page that settings changed; each socket re-renders its own
+    gauge (the threshold marker moves without a reload or a restart)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(SETTINGS_GROUP, {"type": "settings.changed"})
+    except Exception:
+        log.warning("settings broadcast failed", exc_info=True)
 
 
 def broadcast(conversation_id, kind: EventKind, html: str) -> None:

@@ -117,7 +117,7 @@ class Turn(models.Model):
 
 class CompressionEvent(models.Model):
     TRIGGERS = [(t, t) for t in ("hygiene", "preflight", "post_response", "error_recovery", "manual", "admin")]
-    STATUS = [(s, s) for s in ("running", "compressed", "aborted", "noop", "failed", "skipped")]
+    STATUS = [(s, s) for s in ("queued", "running", "compressed", "aborted", "noop", "failed", "skipped")]
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="compression_events")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compression_events")

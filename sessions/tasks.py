@@ -29,13 +29,18 @@ def agent_turn_run(self, turn_id: int) -> None:
 
 
 @shared_task(name="sessions.tasks.compression_run", bind=True, max_retries=900, acks_late=True, soft_time_limit=900)
-def compression_run(self, conversation_id: str, trigger: str, focus_topic: str | None = None, force: bool = False) -> dict:
-    """Manual, hygiene and admin compressions. Waits (by retrying) while a turn is running."""
+def compression_run(self, event_id: int, holder: str, force: bool = False) -> dict:
+    """A queued compression (manual, hygiene, admin). Waits, by retrying, while a turn is running."""
+    from sessions.models import CompressionEvent
     from sessions.services.compaction import ConversationBusy, compress_conversation
 
+    event = CompressionEvent.objects.filter(id=event_id).values("conversation_id", "trigger", "focus_topic").first()
+    if event is None:
+        return {"event": event_id, "status": "missing"}
     try:
-        outcome = compress_conversation(conversation_id=conversation_id, trigger=trigger, focus_topic=focus_topic,
-                                        force=force, outside_turn=True)
+        outcome = compress_conversation(conversation_id=event["conversation_id"], trigger=event["trigger"],
+                                        focus_topic=event["focus_topic"] or None, force=force,
+                                        event_id=event_id, holder=holder)
     except ConversationBusy:
         raise self.retry(countdown=1) from None
     return {"event": outcome.event.id, "status": outcome.event.status}

@@ -99,14 +99,14 @@ def conversation_compress(request, conversation_id):
 
 
 def _compress(request, conversation: Conversation, topic: str | None):
-    from django.db import transaction
-
-    from sessions import tasks
+    from sessions.services.compaction import compression_request
 
     if conversation.messages.filter(session__ended_at__isnull=True, archived=False).count() < 4:
         return _reply(request, conversation, "Nothing to compress yet: a compression needs at least 4 messages.",
                       level="warning")
-    transaction.on_commit(lambda: tasks.compression_run.delay(str(conversation.id), "manual", topic, True))
+    event = compression_request(conversation_id=conversation.id, trigger="manual", focus_topic=topic, force=True)
+    if event.status == "skipped":
+        return _reply(request, conversation, "A compression is already running for this conversation.", level="warning")
     what = f" focusing on “{topic}”" if topic else ""
     return _reply(request, conversation, f"Compression queued{what}. Progress appears in the event feed.")
 

@@ -119,31 +119,84 @@ def _persist(*, conversation: Conversation, session: Session, result, in_place: 
     return target
 
 
+def _skipped(conversation: Conversation, session: Session, trigger: str, focus_topic: str | None) -> CompressionEvent:
+    event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
+                                            status="skipped", reason="already compressing",
+                                            focus_topic=focus_topic or "", finished_at=timezone.now())
+    broadcast(conversation.id, "compression_result", fragments.render_compression_event(event))
+    return event
+
+
+def _close_interrupted(conversation: Conversation) -> None:
+    """Events left "running" by a worker that died: only called while holding the lock, so no
+    other compression of this conversation is running."""
+    CompressionEvent.objects.filter(conversation=conversation, status__in=("queued", "running")).update(
+        status="failed", phase="done", reason="interrupted: the worker stopped; nothing was changed",
+        finished_at=timezone.now())
+
+
+def compression_request(*, conversation_id, trigger: str, focus_topic: str | None = None,
+                        force: bool = False, then_turn: int | None = None) -> CompressionEvent:
+    """Queue a compression job (manual, hygiene, admin). The lock is taken now, so however many
+    requests arrive at once exactly one is queued; the rest are recorded as skipped."""
+    from sessions import tasks
+
+    conversation = Conversation.objects.get(id=conversation_id)
+    session = session_active(conversation)
+    holder = lock_acquire(conversation_id=conversation.id, kind=LOCK_KIND, ttl=lock_ttl())
+    if holder is None:
+        if then_turn is not None:
+            transaction.on_commit(lambda: tasks.agent_turn_run.delay(then_turn))
+        return _skipped(conversation, session, trigger, focus_topic)
+    _close_interrupted(conversation)
+    event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
+                                            status="queued", phase="queued", focus_topic=focus_topic or "")
+    broadcast(conversation.id, "compression_progress", fragments.render_compression_event(event))
+
+    def enqueue() -> None:
+        job = tasks.compression_run.si(event.id, holder, force)
+        if then_turn is None:
+            job.apply_async()
+        else:
+            (job | tasks.agent_turn_run.si(then_turn)).apply_async()
+
+    transaction.on_commit(enqueue)
+    return event
+
+
 def compress_conversation(*, conversation_id, trigger: str, focus_topic: str | None = None, force: bool = False,
                           in_place: bool | None = None, current_tokens: int | None = None,
-                          outside_turn: bool = False) -> Outcome:
-    """Compress the active session. `outside_turn` (jobs from the `compression` queue) also takes
-    the turn lease so a job never rotates a session under a running turn."""
+                          event_id: int | None = None, holder: str | None = None) -> Outcome:
+    """Compress the active session now. With `event_id`/`holder` (a queued job) the lock was taken
+    at request time and the turn lease is taken too, so a job never rotates a session under a
+    running turn (`ConversationBusy`: try again shortly). Without them (inline, from a turn that
+    already holds the turn lease) the lock is taken here."""
     conversation = Conversation.objects.get(id=conversation_id)
     session = session_active(conversation)
     cfg = runtime.current_config()
-    holder = uuid.uuid4().hex
-    if not lock_acquire(conversation_id=conversation.id, kind=LOCK_KIND, ttl=lock_ttl(), holder=holder):
-        event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
-                                                status="skipped", reason="already compressing",
-                                                focus_topic=focus_topic or "", finished_at=timezone.now())
-        broadcast(conversation.id, "compression_result", fragments.render_compression_event(event))
-        return Outcome(event=event, session=session)
     turn_holder = None
-    if outside_turn:
+    if holder is not None:
+        if not lock_refresh(conversation_id=conversation.id, kind=LOCK_KIND, holder=holder, ttl=lock_ttl()):
+            # The lease expired while queued and someone else took it.
+            CompressionEvent.objects.filter(id=event_id).update(status="skipped", reason="already compressing",
+                                                                phase="done", finished_at=timezone.now())
+            return Outcome(event=CompressionEvent.objects.get(id=event_id), session=session)
         turn_holder = lock_acquire(conversation_id=conversation.id, kind="turn", ttl=lock_ttl())
         if turn_holder is None:
-            lock_release(conversation_id=conversation.id, kind=LOCK_KIND, holder=holder)
             raise ConversationBusy(str(conversation.id))
+        event = CompressionEvent.objects.get(id=event_id)
+        event.session, event.status, event.phase, event.started_at = session, "running", "starting", timezone.now()
+    else:
+        holder = lock_acquire(conversation_id=conversation.id, kind=LOCK_KIND, ttl=lock_ttl())
+        if holder is None:
+            return Outcome(event=_skipped(conversation, session, trigger, focus_topic), session=session)
+        _close_interrupted(conversation)
+        event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
+                                                focus_topic=focus_topic or "", phase="starting")
+    focus_topic = focus_topic or event.focus_topic or None
+    trigger = event.trigger
 
     started = time.monotonic()
-    event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
-                                            focus_topic=focus_topic or "", phase="starting")
     try:
         # Gateway hygiene always compacts in place (SPEC §5.1).
         in_place = True if trigger == "hygiene" else (cfg.compression.in_place if in_place is None else in_place)
@@ -159,7 +212,7 @@ def compress_conversation(*, conversation_id, trigger: str, focus_topic: str | N
             messages, current_tokens=current_tokens, focus_topic=focus_topic or None, force=force,
             on_progress=_progress(conversation.id, event, holder), extra_context=_memory_context(messages),
         )
-        event.status = {"compressed": "compressed", "noop": "noop"}.get(result.status, "failed")
+        event.status = _event_status(result)
         event.reason = result.reason or ""
         event.messages_before, event.messages_after = result.messages_before, result.messages_after
         event.tokens_before, event.tokens_after = result.tokens_before, result.tokens_after
@@ -188,6 +241,14 @@ def compress_conversation(*, conversation_id, trigger: str, focus_topic: str | N
         broadcast(conversation.id, "message", fragments.render_compaction_divider(event))
         broadcast(conversation.id, "gauge", fragments.render_gauge(conversation))
     return Outcome(event=event, session=session)
+
+
+def _event_status(result) -> str:
+    """Engine outcome → event status: a failed summary is a failure; a cooldown or anti-thrash
+    block is an abort; "nothing to compress" is a no-op."""
+    if result.status == "aborted" and (result.reason or "").startswith("summary failed"):
+        return "failed"
+    return result.status
 
 
 def compression_preview(*, conversation_id, focus_topic: str | None = None) -> dict:

@@ -24,7 +24,7 @@ from sessions.agent.tools import run_tool, tool_schemas
 from sessions.events import broadcast
 from sessions.models import Conversation, Message, Session, Turn
 from sessions.services import runtime
-from sessions.services.compaction import compress_conversation
+from sessions.services.compaction import compress_conversation, compression_request
 from sessions.services.context import context_messages, message_append, session_active
 from sessions.services.locks import lock_acquire, lock_refresh, lock_release
 from sessions.services.usage import usage_record
@@ -81,19 +81,14 @@ def turn_submit(*, user, conversation_id, text: str) -> tuple[Turn, Message]:
         if conversation.title == "New conversation":
             conversation.title = text[:60]
         conversation.save(update_fields=["last_activity_at", "title"])
-        transaction.on_commit(lambda: _enqueue(conversation.id, turn.id, hygiene=decision.fire))
+        if decision.fire:
+            # Hygiene compacts first; the turn follows the compression job.
+            compression_request(conversation_id=conversation.id, trigger="hygiene", then_turn=turn.id)
+        else:
+            from sessions import tasks
+
+            transaction.on_commit(lambda: tasks.agent_turn_run.delay(turn.id))
     return turn, message
-
-
-def _enqueue(conversation_id, turn_id: int, *, hygiene: bool) -> None:
-    from celery import chain
-
-    from sessions import tasks
-
-    if hygiene:
-        chain(tasks.compression_run.si(str(conversation_id), "hygiene"), tasks.agent_turn_run.si(turn_id)).apply_async()
-    else:
-        tasks.agent_turn_run.delay(turn_id)
 
 
 # ---------------------------------------------------------------- run (worker)
