@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .markers import is_summary_only, message_text
+from .markers import is_summary_only, own_text
 
 MAX_TAIL_MESSAGE_FLOOR = 8
 MIN_TAIL_MESSAGES = 3
@@ -75,7 +75,7 @@ def last_user_index(messages: Sequence[Mapping[str, Any]], start: int = 0) -> in
 def last_assistant_text_index(messages: Sequence[Mapping[str, Any]], start: int = 0) -> int | None:
     for i in range(len(messages) - 1, start - 1, -1):
         msg = messages[i]
-        if msg.get("role") == "assistant" and not is_summary_only(msg) and message_text(msg).strip():
+        if msg.get("role") == "assistant" and not is_summary_only(msg) and own_text(msg).strip():
             return i
     return None
 

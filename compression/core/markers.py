@@ -79,6 +79,13 @@ def split_merged(msg: Mapping[str, Any]) -> tuple[str, Any]:
     return "", content
 
 
+def own_text(msg: Mapping[str, Any]) -> str:
+    """The message's own text, without a merged summary."""
+    if msg.get(MERGED_KEY):
+        return content_text(split_merged(msg)[1])
+    return message_text(msg)
+
+
 def summary_body_of(msg: Mapping[str, Any]) -> str:
     """The summary body carried by a summary message (standalone or merged)."""
     if msg.get(MERGED_KEY):

