@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "hermes_web.apps.HermesWebConfig",
     "compression.apps.CompressionConfig",
     "sessions.apps.AgentSessionsConfig",
+    "staff.apps.StaffConfig",
 ]
 
 MIDDLEWARE = [

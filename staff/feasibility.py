@@ -1,0 +1,110 @@
+"""SPEC §7.1 feasibility of the current settings, as warnings for the staff dashboard.
+
+Checks, without any network call: can an auxiliary (summariser) model be reached at all, is its
+context window at least 64,000 tokens, and is it at least the main model's compression threshold
+(otherwise compaction lowers each session's threshold to the aux window). Pure apart from reading
+Django settings and the environment for API keys.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH, compute_threshold_tokens, resolve_threshold
+from llm.models import get_model
+
+DEFAULT_WINDOW = 200_000  # what the runtime assumes for a main model missing from the catalog
+_KEY_ENV = {"openrouter": "OPENROUTER_API_KEY", "nous": "NOUS_API_KEY"}
+
+
+@dataclass(frozen=True)
+class FeasibilityWarning:
+    level: str  # error | warning | info
+    text: str
+
+
+@dataclass(frozen=True)
+class Feasibility:
+    aux_provider: str  # the route actually used (auto/main resolved to the main provider)
+    aux_model: str
+    aux_window: int | None
+    main_window: int
+    main_threshold: int
+    warnings: tuple[FeasibilityWarning, ...]
+
+
+def _main_window(cfg) -> int:
+    if cfg.model.context_length:
+        return cfg.model.context_length
+    info = get_model(cfg.model.model)
+    return info.context_window if info else DEFAULT_WINDOW
+
+
+def _main_threshold(cfg, window: int) -> int:
+    c = cfg.compression
+    decision = resolve_threshold(c.threshold, provider=cfg.model.provider, model=cfg.model.model,
+                                 codex_autoraise=c.codex_gpt55_autoraise, codex_autoraise_notice=False)
+    return compute_threshold_tokens(window, decision.threshold, cfg.model.max_tokens)
+
+
+def _unreachable(provider: str, aux, *, env) -> str | None:
+    """Why no summariser can be called on ``provider``, or None when it looks usable."""
+    if provider == "custom" and not aux.base_url:
+        return ("auxiliary.compression.provider is custom but auxiliary.compression.base_url is empty: "
+                "no auxiliary model can be reached")
+    if provider == "anthropic" and not (aux.api_key or settings.ANTHROPIC_API_KEY):
+        return ("the auxiliary route is anthropic but ANTHROPIC_API_KEY is not set "
+                "(and no auxiliary API key is stored)")
+    if provider in _KEY_ENV and not (aux.api_key or env.get(_KEY_ENV[provider])):
+        return (f"the auxiliary route is {provider} but {_KEY_ENV[provider]} is not set "
+                "(and no auxiliary API key is stored)")
+    return None
+
+
+def feasibility(cfg, *, env=None) -> Feasibility:
+    """Evaluate ``cfg`` (a ``RuntimeConfig``); ``env`` defaults to ``os.environ``."""
+    env = os.environ if env is None else env
+    aux = cfg.auxiliary
+    follows_main = aux.provider in ("auto", "main")
+    provider = cfg.model.provider if follows_main else aux.provider
+    model = aux.model or cfg.model.model
+    main_window = _main_window(cfg)
+    threshold = _main_threshold(cfg, main_window)
+    warnings: list[FeasibilityWarning] = []
+
+    if main_window < MINIMUM_CONTEXT_LENGTH:
+        warnings.append(FeasibilityWarning(
+            "error", f"The main model's window ({main_window:,} tokens) is below the minimum of "
+                     f"{MINIMUM_CONTEXT_LENGTH:,}; its conversations will be refused. "
+                     "Fix model.context_length or choose a larger model."))
+    problem = _unreachable(provider, aux, env=env)
+    if problem:
+        warnings.append(FeasibilityWarning(
+            "error", f"No usable auxiliary model: {problem}. Every automatic compression will fail "
+                     "and start a 600 s cooldown."))
+
+    if follows_main and not aux.model:
+        aux_window: int | None = main_window  # the summariser is the main model itself
+    else:
+        info = get_model(model)
+        aux_window = info.context_window if info else None
+    if aux_window is None:
+        warnings.append(FeasibilityWarning(
+            "info", f"The auxiliary model {model!r} is not in the model catalog, so its window is unknown; "
+                    f"make sure it is at least {MINIMUM_CONTEXT_LENGTH:,} tokens and at least the compression "
+                    f"threshold ({threshold:,})."))
+    else:
+        if aux_window < MINIMUM_CONTEXT_LENGTH:
+            warnings.append(FeasibilityWarning(
+                "error", f"The auxiliary model {model!r} has a {aux_window:,}-token window, below the minimum "
+                         f"of {MINIMUM_CONTEXT_LENGTH:,}: it cannot summarise a full middle section. "
+                         "Choose a larger auxiliary model."))
+        if aux_window < threshold:
+            warnings.append(FeasibilityWarning(
+                "warning", f"The auxiliary model's window ({aux_window:,} tokens) is smaller than the main "
+                           f"model's compression threshold ({threshold:,} tokens): the session threshold will "
+                           f"be lowered to the aux window ({aux_window:,} tokens)."))
+    return Feasibility(aux_provider=provider, aux_model=model, aux_window=aux_window, main_window=main_window,
+                       main_threshold=threshold, warnings=tuple(warnings))

@@ -1,0 +1,229 @@
+"""Read-side queries for the staff dashboard and /metrics, across every user's conversations.
+
+Guarantees: every figure is a database aggregate (COUNT/SUM, grouped by status, trigger or day);
+no query walks messages, and per-conversation rows are limited to ``PRESSURE_LIMIT`` conversations
+(three queries however many there are). Cache figures use the same definition as the conversation
+page: agent calls without error, hit rate = Σ cache_read / Σ prompt (token-weighted), saved =
+Σ cost_without_cache − Σ cost.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from decimal import Decimal
+
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from compression.core.thresholds import compute_threshold_tokens, resolve_threshold
+from sessions.models import ApiCall, CompressionEvent, Conversation, Session
+from sessions.services import runtime
+
+PRESSURE_LIMIT = 200
+FLAGGED_LIMIT = 50
+DAYS = 30
+ANTITHRASH_LIMIT = 2  # SPEC §5: two ineffective compressions in a row stop automatic compression
+STATUSES = tuple(s for s, _ in CompressionEvent.STATUS)
+TRIGGERS = tuple(t for t, _ in CompressionEvent.TRIGGERS)
+FAILED_STATUSES = ("failed",)  # summary failures are recorded as failed (SPEC §6)
+
+_ZERO = Decimal(0)
+
+
+def _agent_calls():
+    return ApiCall.objects.filter(purpose="agent", error="")
+
+
+# --- Totals -------------------------------------------------------------------------------------
+
+
+def compression_counts() -> dict[tuple[str, str], int]:
+    """{(status, trigger): number of events}, one GROUP BY query."""
+    rows = CompressionEvent.objects.order_by().values("status", "trigger").annotate(n=Count("id"))
+    return {(r["status"], r["trigger"]): r["n"] for r in rows}
+
+
+def compression_summary(counts: dict[tuple[str, str], int]) -> dict:
+    by_status = {s: 0 for s in STATUSES}
+    by_trigger = {t: {s: 0 for s in STATUSES} for t in TRIGGERS}
+    for (status, trigger), n in counts.items():
+        by_status[status] = by_status.get(status, 0) + n
+        by_trigger.setdefault(trigger, {s: 0 for s in STATUSES})[status] = by_trigger[trigger].get(status, 0) + n
+    return {
+        "by_status": by_status,
+        "rows": [{"trigger": t, "counts": [by_trigger[t].get(s, 0) for s in by_status],
+                  "total": sum(by_trigger[t].values())} for t in by_trigger],
+        "statuses": list(by_status),
+        "total": sum(by_status.values()),
+        "failures": sum(by_status.get(s, 0) for s in FAILED_STATUSES),
+    }
+
+
+def session_flags(*, now: float | None = None) -> dict:
+    """Active sessions in total, in a cooldown (cooldown_until > now, unix seconds) and anti-thrash blocked."""
+    now = time.time() if now is None else now
+    return Session.objects.filter(ended_at__isnull=True).aggregate(
+        active=Count("id"),
+        cooldown=Count("id", filter=Q(cooldown_until__gt=now)),
+        antithrash=Count("id", filter=Q(ineffective_count__gte=ANTITHRASH_LIMIT)),
+    )
+
+
+def flagged_sessions(*, now: float | None = None, limit: int = FLAGGED_LIMIT) -> list[dict]:
+    """Active sessions in a cooldown or anti-thrash blocked, newest first."""
+    now = time.time() if now is None else now
+    rows = (Session.objects.filter(ended_at__isnull=True)
+            .filter(Q(cooldown_until__gt=now) | Q(ineffective_count__gte=ANTITHRASH_LIMIT))
+            .select_related("conversation__owner").order_by("-id")[:limit])
+    return [{"session": s, "conversation": s.conversation, "owner": s.conversation.owner.get_username(),
+             "cooldown_left": max(1, int(s.cooldown_until - now)) if (s.cooldown_until or 0) > now else 0,
+             "blocked": s.ineffective_count >= ANTITHRASH_LIMIT} for s in rows]
+
+
+def cache_totals() -> dict:
+    t = _agent_calls().aggregate(prompt=Sum("prompt_tokens"), read=Sum("cache_read_tokens"),
+                                 write=Sum("cache_write_tokens"), cost=Sum("cost"),
+                                 nocache=Sum("cost_without_cache"), calls=Count("id"))
+    prompt, read = t["prompt"] or 0, t["read"] or 0
+    cost, nocache = t["cost"] or _ZERO, t["nocache"] or _ZERO
+    by_purpose = {r["purpose"]: {"cost": r["cost"] or _ZERO, "calls": r["calls"]}
+                  for r in ApiCall.objects.order_by().values("purpose").annotate(cost=Sum("cost"), calls=Count("id"))}
+    return {
+        "calls": t["calls"] or 0, "prompt": prompt, "read": read, "write": t["write"] or 0,
+        "hit_ratio": read / prompt if prompt else 0.0,
+        "hit_rate": round(100.0 * read / prompt, 1) if prompt else 0.0,
+        "cost": cost, "cost_without_cache": nocache, "saved": nocache - cost,
+        "by_purpose": by_purpose,
+        "total_cost": sum((p["cost"] for p in by_purpose.values()), _ZERO),
+    }
+
+
+# --- Per day ------------------------------------------------------------------------------------
+
+
+def daily(*, days: int = DAYS, today: dt.date | None = None) -> list[dict]:
+    """The last ``days`` days (oldest first, empty days included): agent prompt/read tokens, cost,
+    savings and compressions by status, aggregated in the database by TruncDate."""
+    today = today or timezone.localdate()
+    first = today - dt.timedelta(days=days - 1)
+    start = dt.datetime.combine(first, dt.time.min, tzinfo=timezone.get_current_timezone())
+    out = {first + dt.timedelta(days=i): {"day": first + dt.timedelta(days=i), "prompt": 0, "read": 0, "calls": 0,
+                                          "cost": _ZERO, "saved": _ZERO, "compressed": 0, "failed": 0, "other": 0}
+           for i in range(days)}
+    calls = (_agent_calls().filter(created_at__gte=start).annotate(day=TruncDate("created_at")).order_by()
+             .values("day").annotate(prompt=Sum("prompt_tokens"), read=Sum("cache_read_tokens"), calls=Count("id"),
+                                     cost=Sum("cost"), nocache=Sum("cost_without_cache")))
+    for r in calls:
+        row = out.get(r["day"])
+        if row is not None:
+            row.update(prompt=r["prompt"] or 0, read=r["read"] or 0, calls=r["calls"], cost=r["cost"] or _ZERO,
+                       saved=(r["nocache"] or _ZERO) - (r["cost"] or _ZERO))
+    events = (CompressionEvent.objects.filter(started_at__gte=start).annotate(day=TruncDate("started_at"))
+              .order_by().values("day", "status").annotate(n=Count("id")))
+    for r in events:
+        row = out.get(r["day"])
+        if row is not None:
+            status = r["status"]
+            row["compressed" if status == "compressed" else "failed" if status in FAILED_STATUSES else "other"] += r["n"]
+    rows = list(out.values())
+    for row in rows:
+        row["hit_rate"] = round(100.0 * row["read"] / row["prompt"], 1) if row["prompt"] else 0.0
+    return rows
+
+
+def daily_chart(rows: list[dict]) -> dict:
+    """Bar geometry for the inline SVGs: tokens (prompt, cache read) and compressions per day."""
+    peak_tokens = max([r["prompt"] for r in rows] or [0]) or 1
+    peak_events = max([r["compressed"] + r["failed"] + r["other"] for r in rows] or [0]) or 1
+    bars = []
+    for i, r in enumerate(rows):
+        h, read_h = round(60 * r["prompt"] / peak_tokens, 1), round(60 * r["read"] / peak_tokens, 1)
+        ok_h = round(36 * r["compressed"] / peak_events, 1)
+        bad_h = round(36 * r["failed"] / peak_events, 1)
+        other_h = round(36 * r["other"] / peak_events, 1)
+        bars.append({**r, "x": i * 10, "h": h, "y": round(64 - h, 1), "read_h": read_h, "read_y": round(64 - read_h, 1),
+                     "ok_h": ok_h, "ok_y": round(40 - ok_h, 1), "bad_h": bad_h, "bad_y": round(40 - ok_h - bad_h, 1),
+                     "other_h": other_h, "other_y": round(40 - ok_h - bad_h - other_h, 1)})
+    return {"bars": bars, "width": max(10, len(bars) * 10), "peak_tokens": peak_tokens, "peak_events": peak_events}
+
+
+# --- Per conversation ---------------------------------------------------------------------------
+
+
+def _level(tokens: int, threshold: int, window: int) -> str:
+    if tokens <= 0:
+        return "none"
+    if tokens < 0.8 * threshold:
+        return "ok"
+    if tokens < threshold:
+        return "warn"
+    return "high" if tokens < 0.85 * window else "critical"
+
+
+def conversation_pressure(*, cfg, now: float | None = None, limit: int = PRESSURE_LIMIT) -> dict:
+    """The ``limit`` most recently active conversations with their active session's last real prompt
+    tokens against its window and threshold, highest pressure first. Three queries."""
+    now = time.time() if now is None else now
+    conversations = list(Conversation.objects.select_related("owner").order_by("-last_activity_at")[:limit])
+    ids = [c.id for c in conversations]
+    sessions: dict = {}
+    for s in Session.objects.filter(conversation_id__in=ids, ended_at__isnull=True).order_by("id"):
+        sessions[s.conversation_id] = s  # the newest active session wins
+    compressions = dict(CompressionEvent.objects.filter(conversation_id__in=ids, status="compressed").order_by()
+                        .values_list("conversation_id").annotate(n=Count("id")))
+    c = cfg.compression
+    rows = []
+    for conv in conversations:
+        session = sessions.get(conv.id) or Session(conversation=conv)
+        window = runtime.session_window(conv, session, cfg)
+        decision = resolve_threshold(c.threshold, provider=conv.provider, model=conv.model,
+                                     codex_autoraise=c.codex_gpt55_autoraise, codex_autoraise_notice=False)
+        threshold = compute_threshold_tokens(window, decision.threshold, conv.max_tokens)
+        if session.threshold_tokens and session.threshold_tokens < threshold:
+            threshold = session.threshold_tokens  # lowered to the aux window
+        tokens = max(session.last_prompt_tokens, 0)  # -1: compressed, waiting for real usage
+        pct = round(100.0 * tokens / window, 1) if window else 0.0
+        cooling = session.cooldown_until is not None and session.cooldown_until > now
+        rows.append({
+            "conversation": conv, "owner": conv.owner.get_username(), "tokens": tokens, "window": window,
+            "threshold": threshold, "pct": pct, "bar_pct": min(pct, 100.0),
+            "threshold_pct": round(100.0 * threshold / window, 1) if window else 0.0,
+            "level": _level(tokens, threshold, window), "awaiting_usage": session.last_prompt_tokens < 0,
+            "compressions": compressions.get(conv.id, 0),
+            "cooldown_left": max(1, int(session.cooldown_until - now)) if cooling else 0,
+            "blocked": session.ineffective_count >= ANTITHRASH_LIMIT,
+            "autoraised": decision.raised,
+        })
+    rows.sort(key=lambda r: (r["pct"], r["conversation"].last_activity_at), reverse=True)
+    return {"rows": rows, "total": Conversation.objects.count(), "limit": limit}
+
+
+# --- Everything ---------------------------------------------------------------------------------
+
+
+def metrics_snapshot(*, now: float | None = None) -> dict:
+    """The figures /metrics exposes (no per-conversation rows)."""
+    return {
+        "compressions": compression_counts(),
+        "sessions": session_flags(now=now),
+        "cache": cache_totals(),
+        "conversations": Conversation.objects.count(),
+    }
+
+
+def dashboard(*, cfg, now: float | None = None) -> dict:
+    from staff.feasibility import feasibility
+
+    now = time.time() if now is None else now
+    days = daily()
+    return {
+        "pressure": conversation_pressure(cfg=cfg, now=now),
+        "compressions": compression_summary(compression_counts()),
+        "sessions": session_flags(now=now),
+        "flagged": flagged_sessions(now=now),
+        "cache": cache_totals(),
+        "days": days,
+        "chart": daily_chart(days),
+        "feasibility": feasibility(cfg),
+    }
