@@ -109,3 +109,19 @@ def check_database_driver(config: dict) -> None:
     except ImproperlyConfigured as exc:
         first = str(exc).splitlines()[0]
         raise ConfigError(f"DATABASE_URL: the driver for {config['ENGINE']} is not installed ({first})") from None
+
+
+def channel_layers(url: str) -> dict:
+    """The Channels layer config (shared with the fan-out benchmark's floor app)."""
+    return {
+        "default": {
+            "BACKEND": "hermes_web.channel_layer.HermesChannelLayer",
+            "CONFIG": {
+                # socket_timeout above the layer's 5 s BZPOPMIN wait: redis-py 8's default of 5 s drops
+                # every socket that receives nothing for 5 s. max_connections/timeout: the blocking pool.
+                "hosts": [{"address": url, "socket_timeout": 15, "max_connections": 50, "timeout": 20}],
+                "capacity": 1500,
+                "expiry": 30,
+            },
+        }
+    }

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages as flash
-from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -25,7 +24,8 @@ def _own(request, conversation_id) -> Conversation:
 def _reply(request, conversation: Conversation, text: str, *, level: str = "info"):
     """A notice for htmx requests; a flash message and the page for plain form posts."""
     if request.htmx:
-        return HttpResponse(fragments.render_to_notice(text, level=level))
+        # 422 for a refused input (htmx is configured to swap it into the notices).
+        return HttpResponse(fragments.render_to_notice(text, level=level), status=422 if level == "error" else 200)
     getattr(flash, "error" if level == "error" else "info")(request, text)
     return redirect("conversation", conversation_id=conversation.id)
 
@@ -66,14 +66,8 @@ def conversation_detail(request, conversation_id):
 def conversation_send(request, conversation_id):
     from sessions.services.turns import TurnRejected, turn_submit
 
-    try:
-        text = request.POST.get("text", "")
-    except RequestDataTooBig:
-        conversation = _own(request, conversation_id)
-        return _reply(request, conversation, "The message is too large to accept "
-                      f"(over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes). Nothing was stored. Put large content "
-                      "in a file in the workspace and ask the agent to read it.", level="error")
     conversation = _own(request, conversation_id)
+    text = request.POST.get("text", "")
     command = text.strip()
     if command == "/new":
         return conversation_create(request)

@@ -17,3 +17,5 @@ os.environ["HERMES_DATA_DIR"] = tempfile.mkdtemp(prefix="hermes-test-")
 os.environ["REDIS_URL"] = f"redis://127.0.0.1:{_free_port()}/0"
 os.environ.setdefault("HERMES_ENV", "development")
 os.environ.pop("ANTHROPIC_API_KEY", None)
+# Short leases so the crash tests see a killed worker's lock expire within seconds.
+os.environ["HERMES_COMPRESSION_LOCK_TTL"] = "6"

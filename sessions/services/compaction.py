@@ -21,7 +21,7 @@ from sessions.events import broadcast
 from sessions.models import CompressionEvent, Conversation, Session
 from sessions.services import runtime
 from sessions.services.context import context_messages, context_rows, message_append, session_active
-from sessions.services.locks import lock_acquire, lock_refresh, lock_release
+from sessions.services.locks import lease_kept, lock_acquire, lock_refresh, lock_release
 from sessions.services.usage import usage_record
 
 log = logging.getLogger(__name__)
@@ -208,10 +208,11 @@ def compress_conversation(*, conversation_id, trigger: str, focus_topic: str | N
         broadcast(conversation.id, "compression_progress", fragments.render_compression_event(event))
 
         messages = context_messages(session)
-        result = engine.compress(
-            messages, current_tokens=current_tokens, focus_topic=focus_topic or None, force=force,
-            on_progress=_progress(conversation.id, event, holder), extra_context=_memory_context(messages),
-        )
+        with lease_kept(conversation_id=conversation.id, kind=LOCK_KIND, holder=holder, ttl=lock_ttl()):
+            result = engine.compress(
+                messages, current_tokens=current_tokens, focus_topic=focus_topic or None, force=force,
+                on_progress=_progress(conversation.id, event, holder), extra_context=_memory_context(messages),
+            )
         event.status = _event_status(result)
         event.reason = result.reason or ""
         event.messages_before, event.messages_after = result.messages_before, result.messages_after

@@ -2,6 +2,8 @@
 holder dies (a SIGKILLed worker blocks a conversation for at most one lease)."""
 from __future__ import annotations
 
+import contextlib
+import threading
 import uuid
 from datetime import timedelta
 
@@ -37,3 +39,27 @@ def lock_refresh(*, conversation_id, kind: str, holder: str, ttl: float) -> bool
 
 def lock_release(*, conversation_id, kind: str, holder: str) -> None:
     ConversationLock.objects.filter(conversation_id=conversation_id, kind=kind, holder=holder).delete()
+
+
+@contextlib.contextmanager
+def lease_kept(*, conversation_id, kind: str, holder: str, ttl: float):
+    """Refresh a held lease every ttl/3 seconds from a background thread while the block runs
+    (a long summariser call must not let the lease lapse; a killed worker stops refreshing)."""
+    from django.db import connection
+
+    stop = threading.Event()
+
+    def keep() -> None:
+        try:
+            while not stop.wait(ttl / 3):
+                lock_refresh(conversation_id=conversation_id, kind=kind, holder=holder, ttl=ttl)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=keep, daemon=True, name=f"lease-{kind}-{conversation_id}")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)

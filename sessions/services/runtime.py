@@ -7,7 +7,6 @@ from django.conf import settings
 from compression import settings_store
 from compression.core.engine import get_context_engine
 from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH
-from llm.providers import get_provider
 from llm.models import get_model
 from sessions.models import Conversation, Session
 
@@ -75,6 +74,10 @@ def engine_state_save(*, session: Session, engine) -> None:
 
 
 def provider_for(name: str, *, base_url: str = "", api_key: str = ""):
+    # Imported here: the SDKs take seconds to import and the pages that only read figures
+    # (the gauge on a socket connect) must not pay for them.
+    from llm.providers import get_provider
+
     if name in ("simulator", "auto") and not settings.ANTHROPIC_API_KEY:
         return get_provider("simulator", base_url=settings.HERMES_SIMULATOR_URL)
     if name in ("anthropic", "auto"):

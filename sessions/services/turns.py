@@ -16,7 +16,12 @@ from django.utils import timezone
 
 from compression.core.caching import apply_cache_strategy, prompt_caching_status
 from compression.core.hygiene import hygiene_decision, made_progress, preflight_gate
-from compression.core.tokens import estimate_messages_tokens_rough, estimate_request_tokens_rough
+from compression.core.tokens import (
+    estimate_messages_tokens_rough,
+    estimate_request_tokens_rough,
+    estimate_tokens_rough,
+    tools_text,
+)
 from llm.base import Final, TextDelta, ToolCall
 from llm.errors import ProviderError
 from sessions import fragments, selectors
@@ -153,13 +158,21 @@ def _preflight(conversation: Conversation, cfg, tools: list[dict]) -> None:
                               threshold_tokens=threshold, protect_first_n=cfg.compression.protect_first_n,
                               protect_last_n=cfg.compression.protect_last_n):
             return
-        rough = estimate_request_tokens_rough(messages, tools=tools)
+        rough = request_estimate(engine, messages, tools)
         if rough < threshold or engine.should_defer_preflight_to_real_usage(rough):
             return
         outcome = _compress_inline(conversation, "preflight", current_tokens=rough)
         e = outcome.event
         if not outcome.compressed or not made_progress(e.messages_before, e.messages_after, e.tokens_before, e.tokens_after):
             return
+
+
+def request_estimate(engine, messages: list[dict], tools: list[dict]) -> int:
+    """A request's size before it is sent: the stored per-message counts (tiktoken, counted once
+    per message) plus the tool schemas, never below the chars/4 rough estimate. chars/4 alone
+    under-counts code and logs, which let a real prompt over the threshold slip past preflight."""
+    precise = engine.count_messages_tokens(messages) + estimate_tokens_rough(tools_text(tools))
+    return max(precise, estimate_request_tokens_rough(messages, tools=tools))
 
 
 def _request_parts(messages: list[dict], tools: list[dict], cfg, conversation: Conversation):
@@ -211,7 +224,7 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
         messages = context_messages(session)
         request, request_tools = _request_parts(messages, tools, cfg, conversation)
-        rough = estimate_request_tokens_rough(messages, tools=tools)
+        rough = request_estimate(engine, messages, tools)
         started = time.monotonic()
         try:
             final = _stream_once(provider=provider, conversation=conversation, session=session, messages=request,
@@ -241,8 +254,8 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
         turn.iterations += 1
         usage_record(conversation_id=conversation.id, session_id=session.id, usage=final.usage, model=final.model or conversation.model,
                      provider=provider.name, latency=final.latency, stop_reason=final.stop_reason)
+        engine.note_request_estimate(rough)  # becomes the preflight baseline if the real prompt fits
         engine.update_from_response(final.usage)
-        engine.note_request_estimate(rough)
         runtime.engine_state_save(session=session, engine=engine)
         assistant = message_append(session=session, role="assistant", content=final.message.get("content"),
                                    tool_calls=final.tool_calls or None)

@@ -1,0 +1,25 @@
+"""Request-size guard, ahead of the CSRF check (which would otherwise read the body first and
+answer an oversized post with a bare 400)."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpResponse
+from django.template.loader import render_to_string
+
+
+class RequestSizeLimitMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is not None and length > limit and not request.path.startswith("/admin/"):
+            text = (f"The message is too large to accept ({length:,} bytes; the limit is {limit:,}). "
+                    "Nothing was stored. Put large content in a file in the workspace and ask the agent to read it.")
+            body = render_to_string("sessions/_notice.html", {"text": text, "level": "error", "inner": True})
+            return HttpResponse(body, status=413)
+        return self.get_response(request)
