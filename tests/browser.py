@@ -17,8 +17,13 @@ def chromium_path() -> str:
 
 @contextlib.contextmanager
 def browser():
+    import os
+
     from playwright.sync_api import sync_playwright
 
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
+    # still plain synchronous code.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS)
         try:

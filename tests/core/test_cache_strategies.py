@@ -33,6 +33,15 @@ TOOLS = [
 NEW = ("warm_anchor", "stable_prefix", "tools_and_3")
 
 
+@pytest.fixture(autouse=True)
+def _registry(monkeypatch):
+    """Strategies registered by a test do not outlive it."""
+    from compression.core import caching
+
+    monkeypatch.setattr(caching, "_STRATEGIES", dict(caching._STRATEGIES))
+    monkeypatch.setattr(caching, "_TAKES_HINTS", set(caching._TAKES_HINTS))
+
+
 def summary(text: str = "[CONTEXT COMPACTION — REFERENCE ONLY] earlier turns") -> dict:
     return {**user(text), "_compressed_summary": True}
 
@@ -191,7 +200,7 @@ def test_a_strategy_that_puts_1h_after_5m_is_refused():
 
 
 def test_marker_ttls_read_tools_then_system_then_messages():
-    msgs = [user("u", ), system("s")]
+    msgs = [user("u"), system("s")]
     msgs[0]["cache_control"] = dict(H1)
     msgs[1]["cache_control"] = dict(M5)
     assert marker_ttls(msgs) == ["5m", "1h"]  # system first, whatever its list position

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from sessions.models import CompressionEvent, Conversation, Turn
+from compression.core.thresholds import compute_threshold_tokens
+from sessions.models import Conversation, Turn
 from sessions.services.context import message_append, session_active
 from sessions.services.turns import turn_submit
 from tests.browser import browser
@@ -87,6 +88,8 @@ def test_the_conversation_page_end_to_end(live, alice, bob):
         for i in range(36):
             message_append(session=session, role="user", content=f"About module {i}: " + "requirement " * 300)
             message_append(session=session, role="assistant", content=f"Module {i} plan: " + "decision " * 300)
+        session.last_prompt_tokens = 0  # the seeded rows were never sent: the gauge estimates
+        session.save(update_fields=["last_prompt_tokens"])
         (conversation.workspace / "build.log").write_text(LOG)
         page.reload()
         open_socket(page)
@@ -143,7 +146,11 @@ def test_a_saved_threshold_moves_an_open_gauges_marker(live, alice, django_user_
         login(chat, base, "alice", "alice-password-1")
         chat.goto(f"{base}/conversations/{conversation.id}/")
         open_socket(chat)
-        assert chat.get_attribute("#threshold-marker", "style").replace(" ", "") == "left:50.0%"
+        def marker_pct(threshold: float) -> str:
+            tokens = compute_threshold_tokens(200_000, threshold, conversation.max_tokens)
+            return f"{round(100 * tokens / 200_000, 1)}%"
+
+        assert chat.get_attribute("#threshold-marker", "style").replace(" ", "") == f"left:{marker_pct(0.5)}"
 
         admin = b.new_page()
         login(admin, base, "root", "root-password-1")
@@ -155,5 +162,7 @@ def test_a_saved_threshold_moves_an_open_gauges_marker(live, alice, django_user_
         admin.click("input[name=_save]")
         admin.wait_for_selector(".messagelist .success")
 
-        chat.wait_for_function("() => document.querySelector('#threshold-marker').style.left === '60%'", timeout=15_000)
-        assert int(chat.get_attribute("#gauge", "data-threshold")) == 120_000
+        expected = marker_pct(0.6)
+        chat.wait_for_function(f"() => document.querySelector('#threshold-marker').style.left === '{expected}'",
+                               timeout=15_000)
+        assert int(chat.get_attribute("#gauge", "data-threshold")) == compute_threshold_tokens(200_000, 0.6, 4096)
