@@ -73,6 +73,8 @@ class SingletonSettingsAdmin(admin.ModelAdmin):
                                             args=[obj.pk]))
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        if object_id is not None and str(object_id) == str(self.model.SINGLETON_PK):
+            self.model.load()  # the one row always exists, even after a database flush
         extra_context = {
             **(extra_context or {}),
             "yaml_import_url": reverse("admin:compression_config_import") if _can_change_all(request) else "",

@@ -9,15 +9,21 @@ Guarantees:
   native Anthropic (the converter moves it onto the ``tool_result`` block); on OpenRouter-style
   routes tool messages carry it in their content and empty ones (and content-less assistant
   tool-call turns) are skipped without using up a breakpoint.
-- TTL is ``5m`` or ``1h``; anything else raises ``ValueError`` (never silently changed). One TTL per
-  request, so a 1h marker can never follow a 5m one.
-- Strategies are looked up by name in a small registry (``none`` and ``system_and_3`` built in), so
-  later strategies are one ``register_cache_strategy`` call.
+- TTL is ``5m`` or ``1h``; anything else raises ``ValueError`` (never silently changed).
+  ``system_and_3`` uses one TTL per request; strategies that mix TTLs put 1h markers before 5m
+  ones in prefix order (tools, system, messages), and ``apply_cache_strategy`` refuses a result
+  that breaks this or carries more than 4 markers.
+- Strategies are looked up by name in a small registry (``none`` and ``system_and_3`` built in, plus
+  the cache-aware ones of ``compression.core.cache_strategies``: ``warm_anchor``, ``stable_prefix``,
+  ``tools_and_3``), so later strategies are one ``register_cache_strategy`` call.
+- A strategy may take optional ``hints`` (e.g. ``after_compression``); callers that have none pass
+  nothing and every strategy still works.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -100,14 +106,28 @@ class CachedRequest:
 
 CacheStrategy = Callable[..., CachedRequest]
 _STRATEGIES: dict[str, CacheStrategy] = {}
+_TAKES_HINTS: set[str] = set()
+
+
+def _accepts_hints(strategy: CacheStrategy) -> bool:
+    try:
+        params = inspect.signature(strategy).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "hints" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def register_cache_strategy(name: str, strategy: CacheStrategy) -> None:
-    """Register ``strategy(messages, *, marker, native_anthropic, tools) -> CachedRequest``.
+    """Register ``strategy(messages, *, marker, native_anthropic, tools[, hints]) -> CachedRequest``.
 
-    ``messages`` is already a marker-free deep copy the strategy may modify.
+    ``messages`` is already a marker-free deep copy the strategy may modify. A strategy that
+    declares ``hints`` (or ``**kwargs``) receives the caller's hints mapping (possibly empty).
     """
     _STRATEGIES[name] = strategy
+    if _accepts_hints(strategy):
+        _TAKES_HINTS.add(name)
+    else:
+        _TAKES_HINTS.discard(name)
 
 
 def available_cache_strategies() -> list[str]:
@@ -144,19 +164,54 @@ def apply_cache_strategy(
     cache_ttl: str = "5m",
     native_anthropic: bool = True,
     tools: Sequence[Mapping[str, Any]] | None = None,
+    hints: Mapping[str, Any] | None = None,
 ) -> CachedRequest:
+    """Apply the named strategy. ``hints`` (optional) reach only strategies that declare them."""
     if strategy not in _STRATEGIES:
         raise ValueError(f"unknown cache strategy {strategy!r}; available: {', '.join(available_cache_strategies())}")
     marker = cache_marker(cache_ttl)
     cleaned_tools = None
     if tools is not None:
         cleaned_tools = [{k: v for k, v in t.items() if k != "cache_control"} for t in tools]
+    extra = {"hints": dict(hints or {})} if strategy in _TAKES_HINTS else {}
     result = _STRATEGIES[strategy](
-        _strip_markers(messages), marker=marker, native_anthropic=native_anthropic, tools=cleaned_tools
+        _strip_markers(messages), marker=marker, native_anthropic=native_anthropic, tools=cleaned_tools, **extra
     )
     if count_breakpoints(result.messages, result.tools) > MAX_BREAKPOINTS:
         raise RuntimeError(f"cache strategy {strategy!r} placed more than {MAX_BREAKPOINTS} breakpoints")
+    if not ttl_order_ok(result.messages, result.tools):
+        raise RuntimeError(f"cache strategy {strategy!r} put a 1h breakpoint after a 5m one")
     return result
+
+
+def marker_ttls(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    """The TTL of every breakpoint in prefix order (tools, system, messages), as the API reads them.
+
+    Internal messages keep the system message first, so list order is prefix order; a message-level
+    marker ends its message (the converter moves it onto the last block)."""
+
+    def ttl(marker: Any) -> str:
+        return "1h" if isinstance(marker, Mapping) and marker.get("ttl") == "1h" else "5m"
+
+    out = [ttl(t["cache_control"]) for t in tools or () if isinstance(t, Mapping) and "cache_control" in t]
+    ordered = [m for m in messages if m.get("role") == "system"] + [m for m in messages if m.get("role") != "system"]
+    for msg in ordered:
+        content = msg.get("content")
+        if isinstance(content, list):
+            out += [ttl(p["cache_control"]) for p in content if isinstance(p, Mapping) and "cache_control" in p]
+        if "cache_control" in msg:
+            out.append(ttl(msg["cache_control"]))
+    return out
+
+
+def ttl_order_ok(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> bool:
+    """False when a 1h breakpoint comes after a 5m one in prefix order (the API's 400)."""
+    seen_5m = False
+    for ttl in marker_ttls(messages, tools):
+        if ttl == "1h" and seen_5m:
+            return False
+        seen_5m = seen_5m or ttl == "5m"
+    return True
 
 
 def apply_anthropic_cache_control(
@@ -213,3 +268,11 @@ def prompt_caching_status(
     if api_mode == "anthropic_messages":
         return CachingStatus(True, ROUTE_COMPATIBLE, "")
     return CachingStatus(False, "", f"route {provider or host or '(unknown)'} does not support cache_control")
+
+
+# The cache-aware strategies (SPEC §13.2) live in their own module; registering them here makes
+# them available wherever the registry is (the admin's choices, the agent loop, the benchmark).
+from compression.core.cache_strategies import EXTRA_STRATEGIES as _EXTRA_STRATEGIES  # noqa: E402
+
+for _name, _strategy in _EXTRA_STRATEGIES.items():
+    register_cache_strategy(_name, _strategy)

@@ -1,0 +1,176 @@
+"""Cache-aware breakpoint strategies beyond ``system_and_3`` (SPEC §13.2), measured by
+``bench/cache_economics.py`` on the same replay.
+
+Registered by ``compression.core.caching`` at import, so they are always selectable as
+``prompt_caching.strategy``. Each has the registry's signature
+``strategy(messages, *, marker, native_anthropic, tools[, hints]) -> CachedRequest``: ``messages`` is a
+marker-free deep copy it may modify, ``marker`` carries the configured TTL (``prompt_caching.cache_ttl``).
+Every strategy places at most 4 breakpoints, and in prefix order (tools, system, messages) never a
+1h marker after a 5m one: 1h markers only ever sit on earlier positions than the configured-TTL ones.
+
+How the cache bills (SPEC §10; anthropic-api.md §4): the read is the longest cached prefix found at
+or up to 20 blocks before a breakpoint; everything after it up to the last breakpoint is written,
+each block at the TTL of the first breakpoint at or after it (5m 1.25x, 1h 2x base input); an entry
+is (re)stored at every breakpoint with that breakpoint's TTL. So a 1h breakpoint placed on a prefix
+that is *already read from the cache* costs nothing extra but keeps that prefix alive for an hour
+(the documented mixed-TTL billing: 1h writes are charged only for tokens between the cache hit
+and the last 1h breakpoint).
+
+- ``warm_anchor``: 1h on the system prompt, 1h on the compaction summary, 1h on the *anchor* — the
+  last message of the previous request (the message before the newest assistant message, i.e. the
+  prefix the previous call already cached) — and the configured TTL on the newest message. New
+  tokens are written once at the 5m price; the next call re-pins them at 1h for free, so a user who
+  pauses 5–60 minutes finds everything but the last call's new tokens still cached. Hint
+  ``after_compression=True`` (the context was just rebuilt, nothing of it is cached yet) puts the
+  anchor at the configured TTL instead, so the rebuilt context is not written at the 1h price.
+- ``stable_prefix``: 1h on the system prompt and on the compaction summary (both byte-stable until
+  the next compression), the configured TTL on the newest messages after the summary (two with a
+  summary, three without). No reliance on re-pinning: after a long pause the system prompt and
+  summary are still read, the tail is rewritten.
+- ``tools_and_3``: ``system_and_3`` with the first breakpoint on the last tool schema instead of the
+  system prompt: the tool schemas are cached on their own, so they survive a change of the system
+  prompt (the note the first compression appends, a per-user instruction); without tools the
+  system prompt gets it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+H1 = {"type": "ephemeral", "ttl": "1h"}
+
+
+def _caching():
+    from compression.core import caching  # late: caching imports this module at its end
+
+    return caching
+
+
+def _carrier_indexes(messages: list[dict[str, Any]], native_anthropic: bool) -> list[int]:
+    can = _caching().can_carry_marker
+    return [i for i, m in enumerate(messages) if m.get("role") != "system" and can(m, native_anthropic)]
+
+
+def _system_index(messages: list[dict[str, Any]], native_anthropic: bool) -> int | None:
+    if messages and messages[0].get("role") == "system" and _caching().can_carry_marker(messages[0], native_anthropic):
+        return 0
+    return None
+
+
+def summary_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """The message that carries the compaction summary (``_compressed_summary``), if any."""
+    from compression.core.markers import SUMMARY_KEY
+
+    for i, m in enumerate(messages):
+        if m.get(SUMMARY_KEY):
+            return i
+    return None
+
+
+def previous_request_end(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """Index of the last message of the request that produced the newest assistant message (the
+    message right before it), or None without an assistant message after the system prompt."""
+    for i in range(len(messages) - 1, 0, -1):
+        if messages[i].get("role") == "assistant":
+            return i - 1 if messages[i - 1].get("role") != "system" else None
+    return None
+
+
+def _last_carrier_at_or_before(carriers: list[int], index: int | None) -> int | None:
+    if index is None:
+        return None
+    found = [c for c in carriers if c <= index]
+    return found[-1] if found else None
+
+
+def _result(messages, tools, used: int, name: str):
+    return _caching().CachedRequest(messages, copy.deepcopy(tools) if tools is not None else None, used, name)
+
+
+def _place(messages, index: int, marker, native_anthropic: bool) -> None:
+    _caching()._place_marker(messages[index], marker, native_anthropic)
+
+
+def warm_anchor(messages, *, marker, native_anthropic, tools, hints=None):
+    hints = hints or {}
+    carriers = _carrier_indexes(messages, native_anthropic)
+    plan: list[tuple[int, Mapping[str, str]]] = []  # (message index, marker), in prefix order
+    sys_i = _system_index(messages, native_anthropic)
+    if sys_i is not None:
+        plan.append((sys_i, H1))
+    last = carriers[-1] if carriers else None
+    summ = _last_carrier_at_or_before(carriers, summary_index(messages))
+    anchor = _last_carrier_at_or_before(carriers, previous_request_end(messages))
+    if anchor is not None and anchor == last:
+        anchor = None
+    if summ is not None and (summ == last or (anchor is not None and summ >= anchor)):
+        summ = None  # the anchor (or the newest marker) already covers the summary
+    if summ is not None:
+        plan.append((summ, H1))
+    if anchor is not None:
+        cold = bool(hints.get("after_compression"))
+        plan.append((anchor, dict(marker) if cold else H1))
+    if last is not None:
+        plan.append((last, dict(marker)))
+    plan = _enforce_ttl_order(plan)
+    for index, mk in plan:
+        _place(messages, index, mk, native_anthropic)
+    return _result(messages, tools, len(plan), "warm_anchor")
+
+
+def _enforce_ttl_order(plan: list[tuple[int, Mapping[str, str]]]) -> list[tuple[int, Mapping[str, str]]]:
+    """Downgrade any 1h marker that would follow a 5m one (never happens with the plans above)."""
+    out, seen_5m = [], False
+    for index, mk in plan:
+        is_1h = mk.get("ttl") == "1h"
+        if is_1h and seen_5m:
+            mk = {"type": "ephemeral"}
+            is_1h = False
+        seen_5m = seen_5m or not is_1h
+        out.append((index, mk))
+    return out
+
+
+def stable_prefix(messages, *, marker, native_anthropic, tools):
+    carriers = _carrier_indexes(messages, native_anthropic)
+    plan: list[tuple[int, Mapping[str, str]]] = []
+    sys_i = _system_index(messages, native_anthropic)
+    if sys_i is not None:
+        plan.append((sys_i, H1))
+    summ = _last_carrier_at_or_before(carriers, summary_index(messages))
+    if summ is not None and summ == (carriers[-1] if carriers else None):
+        summ = None  # the summary is (merged into) the newest message: it is the tail
+    if summ is not None:
+        plan.append((summ, H1))
+    room = 4 - len(plan)
+    tail = [c for c in carriers if summ is None or c > summ][-room:]
+    plan.extend((c, dict(marker)) for c in tail)
+    plan = _enforce_ttl_order(plan)
+    for index, mk in plan:
+        _place(messages, index, mk, native_anthropic)
+    return _result(messages, tools, len(plan), "stable_prefix")
+
+
+def tools_and_3(messages, *, marker, native_anthropic, tools):
+    tools = copy.deepcopy(tools) if tools is not None else None
+    used = 0
+    if tools:
+        tools[-1]["cache_control"] = dict(marker)
+        used = 1
+    elif _system_index(messages, native_anthropic) is not None:
+        _place(messages, 0, marker, native_anthropic)
+        used = 1
+    carriers = _carrier_indexes(messages, native_anthropic)
+    for c in carriers[max(0, len(carriers) - (4 - used)):]:
+        _place(messages, c, marker, native_anthropic)
+        used += 1
+    return _caching().CachedRequest(messages, tools, used, "tools_and_3")
+
+
+EXTRA_STRATEGIES = {
+    "warm_anchor": warm_anchor,
+    "stable_prefix": stable_prefix,
+    "tools_and_3": tools_and_3,
+}
