@@ -46,14 +46,16 @@ system_and_3 with no more compressions; the whole run under 10 minutes.
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import math
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -341,7 +343,9 @@ def _ensure_django() -> None:
     if apps.ready:
         return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_web.settings")
-    os.environ["HERMES_DATA_DIR"] = tempfile.mkdtemp(prefix="hermes-cache-bench-", dir=_fast_tmp())
+    data_dir = tempfile.mkdtemp(prefix="hermes-cache-bench-", dir=_fast_tmp())
+    atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
+    os.environ["HERMES_DATA_DIR"] = data_dir
     os.environ["HERMES_CELERY_EAGER"] = "true"
     os.environ.pop("DATABASE_URL", None)
     os.environ.pop("ANTHROPIC_API_KEY", None)
@@ -465,6 +469,13 @@ def format_table(results: dict[str, dict[str, Any]]) -> str:
             f"{f['write_share']:>8.1%}{rw:>8}{f['compressions']:>6}{f['total_cost']:>9.4f}{f['lower_bound']:>9.4f}"
             f"{f['x_lower_bound']:>8.2f}{f['seconds']:>6.0f}"
         )
+    lines.append("")
+    lines.append("input $ = agent calls' billed input; vs none = / the same prompts uncached; hit = read / prompt; "
+                 "write% = writes' share of input $;")
+    lines.append(f"rewarm = agent calls after a compression until one reads >= {REWARM_HIT_RATE:.0%} of its prompt; "
+                 "total $ = agent in+out + summariser;")
+    lines.append("limit $ = every prefix re-sent within 1h at the hit price, every new token once (5m write price "
+                 "if read back later, else base input).")
     lines.append("")
     for spec, res in results.items():
         f = res["figures"]

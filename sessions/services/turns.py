@@ -142,11 +142,6 @@ def turn_run(*, turn: Turn, holder: str) -> None:
     broadcast(conversation.id, "turn_status", fragments.render_turn_status(turn))
 
 
-def _compress_inline(conversation: Conversation, trigger: str, **kwargs):
-    outcome = compress_conversation(conversation_id=conversation.id, trigger=trigger, **kwargs)
-    return outcome
-
-
 def _preflight(conversation: Conversation, cfg, tools: list[dict]) -> None:
     for _ in range(PREFLIGHT_MAX_PASSES):
         session = session_active(conversation)
@@ -161,7 +156,7 @@ def _preflight(conversation: Conversation, cfg, tools: list[dict]) -> None:
         rough = request_estimate(engine, messages, tools)
         if rough < threshold or engine.should_defer_preflight_to_real_usage(rough):
             return
-        outcome = _compress_inline(conversation, "preflight", current_tokens=rough)
+        outcome = compress_conversation(conversation_id=conversation.id, trigger="preflight", current_tokens=rough)
         e = outcome.event
         if not outcome.compressed or not made_progress(e.messages_before, e.messages_after, e.tokens_before, e.tokens_after):
             return
@@ -185,7 +180,7 @@ def _request_parts(messages: list[dict], tools: list[dict], cfg, conversation: C
     return cached.messages, cached.tools
 
 
-def _stream_once(*, provider, conversation: Conversation, session: Session, messages: list[dict], tools, turn: Turn) -> Final:
+def _stream_once(*, provider, conversation: Conversation, messages: list[dict], tools, turn: Turn) -> Final:
     final = None
     pending, last_flush = [], time.monotonic()
     stream_id = f"stream-{turn.id}-{turn.iterations}"
@@ -227,7 +222,7 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
         rough = request_estimate(engine, messages, tools)
         started = time.monotonic()
         try:
-            final = _stream_once(provider=provider, conversation=conversation, session=session, messages=request,
+            final = _stream_once(provider=provider, conversation=conversation, messages=request,
                                  tools=request_tools, turn=turn)
         except ProviderError as exc:
             usage_record(conversation_id=conversation.id, session_id=session.id, usage=None, model=conversation.model,
@@ -245,7 +240,7 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
             if attempts > cfg.compression.max_compression_attempts:
                 raise TurnFailed(f"The conversation still does not fit after {attempts - 1} compressions "
                                  f"({exc.message}). {RECOVERY_HINT}") from exc
-            outcome = _compress_inline(conversation, "error_recovery", force=True)
+            outcome = compress_conversation(conversation_id=conversation.id, trigger="error_recovery", force=True)
             e = outcome.event
             if not outcome.compressed or not made_progress(e.messages_before, e.messages_after, e.tokens_before, e.tokens_after):
                 raise TurnFailed(f"The conversation does not fit the model and compression could not shrink it "
@@ -276,6 +271,6 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
             session.refresh_from_db()
             engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
             if engine.should_compress(final.usage.prompt_tokens or None):
-                _compress_inline(conversation, "post_response")
+                compress_conversation(conversation_id=conversation.id, trigger="post_response")
     raise TurnFailed(f"Stopped after {cfg.agent.max_iterations} model calls in one turn (the iteration cap). "
                      "Ask the agent to continue if there is more to do.")

@@ -107,6 +107,16 @@ def test_a_worker_killed_mid_compression_leaves_the_session_intact(live, alice):
     assert interrupted.status == "failed" and "interrupted" in interrupted.reason
 
 
+def submit_and_close(user, conversation_id, text: str) -> None:
+    """turn_submit from a helper thread, closing that thread's database connection after."""
+    from django.db import connection
+
+    try:
+        turn_submit(user=user, conversation_id=conversation_id, text=text)
+    finally:
+        connection.close()
+
+
 def test_a_turn_on_any_worker_streams_to_a_socket_on_any_web_process(live, alice):
     live.start_worker("worker2")
     web2 = live.start_web("web2")
@@ -118,8 +128,7 @@ def test_a_turn_on_any_worker_streams_to_a_socket_on_any_web_process(live, alice
         async def scenario() -> str:
             async with websockets.connect(url, additional_headers=headers) as ws:
                 await receive_until(ws, 'id="gauge"')
-                await asyncio.to_thread(turn_submit, user=alice, conversation_id=conversation.id,
-                                        text="reply with 40 words about scaling")
+                await asyncio.to_thread(submit_and_close, alice, conversation.id, "reply with 40 words about scaling")
                 return await receive_until(ws, 'data-role="assistant"', timeout=30)
 
         message = asyncio.run(scenario())

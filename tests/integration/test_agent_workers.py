@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from compression.core.engine import get_context_engine
 from sessions.models import ApiCall, CompressionEvent, Message, Session
 from sessions.services import runtime
 from sessions.services.context import context_messages, session_active
