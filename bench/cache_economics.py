@@ -394,14 +394,10 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
     from sessions.services.context import session_start
     from sessions.services.turns import turn_drain, turn_submit
 
-    from llm.simulator import server as server_mod
 
     name, ttl = parse_spec(spec)
     clock = SimClock(start=1_000_000.0)
     sim = _recording_simulator(clock)
-    # Timing only: answer small SSE frames at once instead of waiting for delayed ACKs (Nagle).
-    nagle = server_mod._Handler.disable_nagle_algorithm
-    server_mod._Handler.disable_nagle_algorithm = True
     server = start_simulator(simulator=sim)
     eager = app.conf.task_always_eager
     started = time.perf_counter()
@@ -433,7 +429,6 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
     finally:
         app.conf.task_always_eager = eager
         server.stop()
-        server_mod._Handler.disable_nagle_algorithm = nagle
     rows = list(ApiCall.objects.filter(conversation=conversation, error="").order_by("id"))
     recorded = sim.cache.requests
     if len(rows) != len(recorded):

@@ -285,7 +285,11 @@ SPECS: dict[str, dict[str, FieldSpec]] = {
                                "longer pauses.", choices=lambda: CACHE_TTLS),
         "strategy": FieldSpec("choice", None,
                               "Where cache breakpoints go. system_and_3: the system prompt and the last 3 "
-                              "messages.", choices=known_strategies),
+                              "messages (the seed's rule). warm_anchor: 1h on the system prompt, the "
+                              "compaction summary and the previous request's end, the TTL above on the newest "
+                              "message (cheapest in bench/cache_economics.py). stable_prefix: 1h on the "
+                              "system prompt and summary. tools_and_3: the tool schemas instead of the "
+                              "system prompt. none: no breakpoints.", choices=known_strategies),
     },
     "context": {
         "engine": FieldSpec("str", "a registered or plugin engine name",

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from llm.blocks import strip_cache_control
 from llm.simulator import summary as summary_mod
 
 PROJECT_TOOLS = ("read_file", "write_file", "list_files", "search_files", "terminal")
@@ -255,7 +256,9 @@ def respond(
     max_tokens = int(body.get("max_tokens", 4096))
     if max_tokens == 0:
         return Reply([], "max_tokens", "text")
-    seed = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()
+    # Cache markers do not change what the "model" says: the same turn gets the same answer (and
+    # tool_use ids) under every caching strategy.
+    seed = hashlib.sha256(json.dumps(strip_cache_control(messages), sort_keys=True, default=str).encode()).hexdigest()
     last = messages[-1]
     if last.get("role") == "assistant":  # prefill: continue the assistant's text
         return _text_reply("Continuing.", max_tokens, count_tokens, "text")

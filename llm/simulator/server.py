@@ -53,6 +53,8 @@ def _error_envelope(exc: SimError, request_id: str) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Small SSE frames go out at once instead of waiting on delayed ACKs (~0.1 s per response).
+    disable_nagle_algorithm = True
     server: "SimulatorHTTPServer"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature

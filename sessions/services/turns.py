@@ -170,13 +170,16 @@ def request_estimate(engine, messages: list[dict], tools: list[dict]) -> int:
     return max(precise, estimate_request_tokens_rough(messages, tools=tools))
 
 
-def _request_parts(messages: list[dict], tools: list[dict], cfg, conversation: Conversation):
+def _request_parts(messages: list[dict], tools: list[dict], cfg, conversation: Conversation,
+                   session: Session | None = None):
     """Messages and tool schemas with the configured cache breakpoints (none when caching is off)."""
     status = prompt_caching_status(conversation.model, conversation.provider, "")
     if not status.enabled:
         return messages, tools
+    # A context rebuilt by a compression is sent cold once: strategies may price that call differently.
+    hints = {"after_compression": session is not None and session.last_prompt_tokens == -1}
     cached = apply_cache_strategy(messages, strategy=cfg.caching.strategy, cache_ttl=cfg.caching.cache_ttl,
-                                  native_anthropic=status.native_layout, tools=tools)
+                                  native_anthropic=status.native_layout, tools=tools, hints=hints)
     return cached.messages, cached.tools
 
 
@@ -218,7 +221,7 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
         session = session_active(conversation)
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
         messages = context_messages(session)
-        request, request_tools = _request_parts(messages, tools, cfg, conversation)
+        request, request_tools = _request_parts(messages, tools, cfg, conversation, session)
         rough = request_estimate(engine, messages, tools)
         started = time.monotonic()
         try:
