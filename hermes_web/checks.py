@@ -1,6 +1,8 @@
 """System checks that stop start-up loudly on a misconfiguration (tag "hermes")."""
 from __future__ import annotations
 
+import os
+
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 
@@ -29,8 +31,15 @@ def check_tokenizer(app_configs=None, **kwargs):
     return []
 
 
-def redis_check_errors(wait: float = 5.0) -> list[Error]:
-    reason = redis_ping(settings.REDIS_URL, wait=wait)
+@register(HERMES)
+def check_redis(app_configs=None, **kwargs):
+    """An external Redis (REDIS_URL) must answer. The embedded one is started by the run command
+    after its checks, so it is not probed here."""
+    from hermes_web.config import redis_is_embedded
+
+    if redis_is_embedded() or os.environ.get("HERMES_SKIP_REDIS_CHECK"):
+        return []
+    reason = redis_ping(settings.REDIS_URL, wait=2.0)
     if reason:
-        return [Error(f"Redis at REDIS_URL is unreachable ({reason})", id="hermes.E003")]
+        return [Error(f"REDIS_URL: Redis is unreachable ({reason})", id="hermes.E003")]
     return []

@@ -73,9 +73,11 @@ def gauge(conversation: Conversation) -> dict:
     cfg = runtime.current_config()
     session = session_active(conversation)
     window = runtime.session_window(conversation, session, cfg)
+    lowered = None
     try:
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
         threshold = engine.threshold_tokens
+        lowered = getattr(engine, "lowered_to_aux_window", None)
     except runtime.ConfigurationProblem:
         threshold = window
     if session.last_prompt_tokens > 0:
@@ -91,7 +93,7 @@ def gauge(conversation: Conversation) -> dict:
     return {"tokens": tokens, "source": source, "window": window, "threshold": threshold, "pct": round(pct, 1),
             "threshold_pct": round(threshold_pct, 1), "hygiene_pct": round(hygiene_pct, 1), "level": level,
             "compressions": session.compression_count, "enabled": cfg.compression.enabled, "conversation_id": conversation.id,
-            "blocked": session.ineffective_count >= 2}
+            "blocked": session.ineffective_count >= 2, "lowered_to_aux": lowered}
 
 
 def cache_metrics(conversation: Conversation) -> dict:

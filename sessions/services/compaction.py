@@ -15,6 +15,7 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from compression.core.summary import SummarizerUnavailable
 from sessions import fragments
 from sessions.events import broadcast
 from sessions.models import CompressionEvent, Conversation, Session
@@ -54,7 +55,15 @@ class Outcome:
 
 
 def _summarizer(*, conversation: Conversation, session: Session, cfg, model_holder: dict):
-    provider, model = runtime.aux_route(conversation, cfg)
+    try:
+        provider, model = runtime.aux_route(conversation, cfg)
+    except Exception as exc:  # e.g. a custom route without base_url: no auxiliary model at all
+        reason = f"no auxiliary model is usable ({exc})"
+
+        def unavailable(prompt: str, budget: int) -> str:
+            raise SummarizerUnavailable(reason)
+
+        return unavailable
     model_holder["model"] = model
 
     def summarise(prompt: str, budget: int) -> str:

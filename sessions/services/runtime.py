@@ -58,9 +58,22 @@ def engine_build(*, conversation: Conversation, session: Session, cfg, summarize
         codex_autoraise_notice=c.codex_gpt55_autoraise_notice,
     )
     engine.load_state({**(session.engine_state or {}), **{name: getattr(session, name) for name in STATE_FIELDS}})
-    if session.threshold_tokens and session.threshold_tokens < engine.threshold_tokens:
-        engine.threshold_tokens = session.threshold_tokens
+    # Feasibility (SPEC §7.1): the summariser must be able to read what it is asked to summarise,
+    # so a threshold above the auxiliary model's window is lowered to that window.
+    limit = min(filter(None, (session.threshold_tokens, auxiliary_window(conversation, cfg))), default=None)
+    if limit and limit < engine.threshold_tokens:
+        engine.threshold_tokens = limit
+        engine.tail_token_budget = int(limit * engine.target_ratio)
+        engine.lowered_to_aux_window = limit
     return engine
+
+
+def auxiliary_window(conversation: Conversation, cfg) -> int | None:
+    """The auxiliary (summariser) model's context window, when the catalog knows it."""
+    aux = cfg.auxiliary
+    model = aux.model or (conversation.model if aux.provider in ("auto", "main") else "")
+    info = get_model(model) if model else None
+    return info.context_window if info else None
 
 
 def engine_state_save(*, session: Session, engine) -> None:

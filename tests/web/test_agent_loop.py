@@ -205,3 +205,29 @@ def test_turns_run_one_at_a_time_in_order(alice, conversation, django_capture_on
     assert first.finished_at <= second.started_at
     users = [m.content for m in Message.objects.filter(conversation=conversation, role="user").order_by("id")]
     assert users == ["first question", "second question"]
+
+
+@pytest.mark.django_db
+def test_a_small_auxiliary_window_lowers_the_threshold_and_says_so(client, alice):
+    from sessions.selectors import gauge
+
+    conversation = Conversation.objects.create(owner=alice, provider="simulator", model="sim-claude-200k")
+    session_start(conversation=conversation)
+    assert gauge(conversation)["lowered_to_aux"] is None
+    settings_store.save_group("auxiliary", {"provider": "simulator", "model": "sim-claude-64k"})
+    g = gauge(conversation)
+    assert g["threshold"] == g["lowered_to_aux"] == 64_000
+    client.force_login(alice)
+    assert "auxiliary summariser" in client.get(f"/conversations/{conversation.id}/").content.decode()
+
+
+@pytest.mark.django_db
+def test_an_unusable_auxiliary_route_aborts_with_the_long_cooldown(alice, conversation):
+    settings_store.save_group("auxiliary", {"provider": "custom", "base_url": ""})
+    fill_history(conversation, 12)
+    outcome = compress_conversation(conversation_id=conversation.id, trigger="preflight")
+    assert outcome.event.status == "failed" and "no auxiliary model" in outcome.event.reason
+    session = session_active(conversation)
+    import time as _time
+
+    assert session.cooldown_until - _time.time() > 500  # 600 s, not the 60 s of a transient error
