@@ -100,7 +100,7 @@ def _compress(request, conversation: Conversation, topic: str | None):
                       level="warning")
     event = compression_request(conversation_id=conversation.id, trigger="manual", focus_topic=topic, force=True)
     if event.status == "skipped":
-        return _reply(request, conversation, "A compression is already running for this conversation.", level="warning")
+        return _reply(request, conversation, "A compression is already running (or just ran) for this conversation.", level="warning")
     what = f" focusing on “{topic}”" if topic else ""
     return _reply(request, conversation, f"Compression queued{what}. Progress appears in the event feed.")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -143,6 +144,15 @@ def _close_interrupted(conversation: Conversation) -> None:
         finished_at=timezone.now())
 
 
+MANUAL_DEBOUNCE_SECONDS = 15
+
+
+def _just_compressed(conversation: Conversation, focus_topic: str | None) -> bool:
+    since = timezone.now() - timedelta(seconds=MANUAL_DEBOUNCE_SECONDS)
+    return CompressionEvent.objects.filter(conversation=conversation, trigger="manual", focus_topic=focus_topic or "",
+                                           status__in=("queued", "running", "compressed"), started_at__gte=since).exists()
+
+
 def compression_request(*, conversation_id, trigger: str, focus_topic: str | None = None,
                         force: bool = False, then_turn: int | None = None) -> CompressionEvent:
     """Queue a compression job (manual, hygiene, admin). The lock is taken now, so however many
@@ -152,11 +162,16 @@ def compression_request(*, conversation_id, trigger: str, focus_topic: str | Non
     conversation = Conversation.objects.get(id=conversation_id)
     session = session_active(conversation)
     holder = lock_acquire(conversation_id=conversation.id, kind=LOCK_KIND, ttl=lock_ttl())
+    if holder is not None:
+        _close_interrupted(conversation)
+    if holder is not None and trigger == "manual" and _just_compressed(conversation, focus_topic):
+        # A double click (or twenty): the same request moments after one ran is the same request.
+        lock_release(conversation_id=conversation.id, kind=LOCK_KIND, holder=holder)
+        holder = None
     if holder is None:
         if then_turn is not None:
             transaction.on_commit(lambda: tasks.agent_turn_run.delay(then_turn))
         return _skipped(conversation, session, trigger, focus_topic)
-    _close_interrupted(conversation)
     event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
                                             status="queued", phase="queued", focus_topic=focus_topic or "")
     broadcast(conversation.id, "compression_progress", fragments.render_compression_event(event))

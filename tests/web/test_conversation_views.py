@@ -102,3 +102,25 @@ def test_archived_originals_are_only_visible_to_the_owner(client, alice, bob, co
     client.force_login(alice)
     body = client.get(url).content.decode()
     assert body.count('data-role="user"') == 12 and "question 0" in body
+
+
+@pytest.mark.django_db
+def test_a_repeated_manual_request_moments_later_is_skipped(client, alice, conversation, django_capture_on_commit_callbacks):
+    fill(conversation, 15)
+    client.force_login(alice)
+    url = reverse("conversation-send", args=[conversation.id])
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post(url, {"text": "/compress"}, **HTMX)
+    from sessions.services.locks import lock_release
+    from sessions.models import ConversationLock
+
+    lock = ConversationLock.objects.get(kind="compression")
+    lock_release(conversation_id=conversation.id, kind="compression", holder=lock.holder)  # as if it finished
+    CompressionEvent.objects.update(status="compressed")
+    response = client.post(url, {"text": "/compress"}, **HTMX)
+    assert "already running (or just ran)" in response.content.decode()
+    assert list(CompressionEvent.objects.order_by("id").values_list("status", flat=True)) == ["compressed", "skipped"]
+    # A different focus topic is a different request.
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(url, {"text": "/compress auth flow"}, **HTMX)
+    assert "queued" in response.content.decode()
