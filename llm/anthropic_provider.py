@@ -112,9 +112,7 @@ class AnthropicProvider(Provider):
         **extra: Any,
     ) -> dict[str, Any]:
         """The exact Messages body `stream` sends (useful for validation and debugging)."""
-        model = model or self.default_model
-        if not model:
-            raise ValueError("no model given and the provider has no default model")
+        model = self.resolve_model(model)
         return to_anthropic_request(
             messages, model=model, max_tokens=self._max_tokens(model, max_tokens), tools=tools, **extra
         )

@@ -78,6 +78,13 @@ class Provider(abc.ABC):
     ) -> Iterator[StreamEvent]:
         """Stream one completion. `max_tokens=None` uses the model's output cap from the catalog."""
 
+    def resolve_model(self, model: str | None) -> str:
+        """The model to call: the given one, else the provider's default."""
+        model = model or self.default_model
+        if not model:
+            raise ValueError("no model given and the provider has no default model")
+        return model
+
     def complete(
         self,
         messages: str | Iterable[Mapping[str, Any]],

@@ -137,9 +137,7 @@ class OpenAICompatibleProvider(Provider):
         tools: Iterable[Mapping[str, Any]] | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
-        model = model or self.default_model
-        if not model:
-            raise ValueError("no model given and the provider has no default model")
+        model = self.resolve_model(model)
         body: dict[str, Any] = {"model": model, "messages": to_openai_messages(messages)}
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
