@@ -8,32 +8,11 @@ import urllib.request
 
 import pytest
 import websockets
-from django.test import Client
 
-from sessions.models import Conversation, Session
 from sessions.tasks import conversation_notify
+from tests.integration.helpers import make_conversation, receive_until, session_cookie
 
 pytestmark = pytest.mark.integration
-
-
-def session_cookie(user) -> str:
-    client = Client()
-    client.force_login(user)
-    return client.cookies["sessionid"].value
-
-
-def make_conversation(user) -> Conversation:
-    conversation = Conversation.objects.create(owner=user)
-    Session.objects.create(conversation=conversation)
-    return conversation
-
-
-async def receive_until(ws, needle: str, timeout: float = 10.0) -> str:
-    async with asyncio.timeout(timeout):
-        while True:
-            message = await ws.recv()
-            if needle in message:
-                return message
 
 
 def test_it_delivers_a_worker_broadcast_to_a_browser_socket(live, alice):
