@@ -65,10 +65,12 @@ class Stack:
         self.env["HERMES_SIMULATOR_URL"] = url
         return url
 
-    def start_worker(self, name: str = "worker", concurrency: int = 4, extra_env: dict | None = None) -> subprocess.Popen:
+    def start_worker(self, name: str = "worker", concurrency: int = 4, extra_env: dict | None = None,
+                     extra_args: list[str] | None = None) -> subprocess.Popen:
+        """extra_args are appended to the celery command line (e.g. ``["--include", "bench.fanout_tasks"]``)."""
         proc = self._spawn(name, [sys.executable, "-m", "celery", "-A", "hermes_web", "worker", "-Q", "agent,compression",
                                   "--pool=threads", f"--concurrency={concurrency}", "--without-mingle",
-                                  "--without-gossip", "-n", f"{name}@%h", "-l", "info"], extra_env)
+                                  "--without-gossip", "-n", f"{name}@%h", "-l", "info", *(extra_args or [])], extra_env)
         self.wait_for_log(name, "ready.", proc)
         return proc
 

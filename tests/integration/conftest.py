@@ -32,6 +32,26 @@ def _database_url(settings_dict: dict) -> str:
     return f"postgresql://{auth}{host}{port}/{settings_dict['NAME']}"
 
 
+def _wait_for_other_sessions_to_close(django_db_blocker, timeout: float = 10.0) -> None:
+    """PostgreSQL ends a stopped process's backend a moment after the process exits; the test
+    database can only be dropped once they are gone."""
+    import time
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + timeout
+    with django_db_blocker.unblock():
+        while time.monotonic() < deadline:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                               "AND pid <> pg_backend_pid()")
+                if cursor.fetchone()[0] == 0:
+                    return
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def stack(django_db_setup, django_db_blocker, tmp_path_factory):
     """Redis, simulator, one worker and one Daphne, pointed at the test database."""
@@ -53,6 +73,7 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
         yield s
     finally:
         s.stop()
+        _wait_for_other_sessions_to_close(django_db_blocker)
         ARTIFACTS.mkdir(exist_ok=True)
         for log in log_dir.glob("*.log"):
             shutil.copy(log, ARTIFACTS / f"stack-{log.name}")
