@@ -191,6 +191,12 @@ def redis_clients(client) -> int:
     return int(client.info("clients")["connected_clients"])
 
 
+def group_members(client) -> int:
+    """Channel-layer group members left in Redis (channels_redis keys ``asgi:group:<name>``): after a
+    pass's sockets closed, anything here is a stale member every later group_send still serves."""
+    return sum(client.zcard(key) for key in client.scan_iter(match="asgi:group:*", count=1000))
+
+
 def redis_connections_by_process(redis_port: int, pids: dict[str, int]) -> dict[str, int]:
     """Established TCP connections to Redis held by each named process (Linux /proc), for
     attributing a change in connected_clients."""
@@ -583,10 +589,12 @@ async def measure(*, web_port: int, floor_port: int, seeded: dict, publisher: Pu
         await fw.close()
         await asyncio.sleep(0.5)
         label = f"{n} (repeat)" if repeat else str(n)
-        clients_by_size[label] = {"peak": peak, "after": redis_clients(redis_client)}
+        clients_by_size[label] = {"peak": peak, "after": redis_clients(redis_client),
+                                  "group_members": group_members(redis_client)}
         by_process_passes[label] = redis_connections_by_process(redis_port, pids)
         log(f"N={label}: {count} rounds in {time.perf_counter() - start:.1f} s (product sockets connected in "
-            f"{connected_in:.1f} s); redis connected_clients peak {peak}, after close {clients_by_size[label]['after']}")
+            f"{connected_in:.1f} s); redis connected_clients peak {peak}, after close {clients_by_size[label]['after']}, "
+            f"group members left {clients_by_size[label]['group_members']}; load average {os.getloadavg()[0]:.2f}")
 
     for k, n in enumerate(sizes):
         await size_pass(n, rounds[n], str(k), repeat=False)

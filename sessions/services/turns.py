@@ -82,6 +82,9 @@ def turn_submit(*, user, conversation_id, text: str) -> tuple[Turn, Message]:
         decision = hygiene_check(conversation=conversation, session=session, cfg=cfg)
         message = message_append(session=session, role="user", content=text)
         turn = Turn.objects.create(conversation=conversation, user_message=message)
+        # Every open page of the conversation shows the message at once (the form only clears).
+        transaction.on_commit(lambda: broadcast(conversation.id, "message", fragments.render_message(message)))
+        transaction.on_commit(lambda: broadcast(conversation.id, "turn_status", fragments.render_turn_status(turn)))
         conversation.last_activity_at = timezone.now()
         if conversation.title == "New conversation":
             conversation.title = text[:60]

@@ -69,6 +69,7 @@ def test_the_conversation_page_end_to_end(live, alice, bob):
         # Streaming: a slow stream shows partial text before the final message replaces it.
         sim_control(live, "/_sim/faults", {"fault": "slow=0.03", "count": 1})
         send(page, "reply with 120 words about streaming")
+        page.wait_for_selector("[data-role=user] >> text=about streaming", timeout=10_000)
         page.wait_for_function("() => { const s = document.querySelector('[data-role=streaming] .text'); "
                                "return s && s.textContent.length > 20; }", timeout=20_000)
         page.wait_for_selector("[data-role=assistant] .text", timeout=30_000)
