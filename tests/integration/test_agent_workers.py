@@ -100,6 +100,16 @@ def test_an_overflow_mid_turn_compresses_and_retries(live, alice):
     assert event.status == "compressed"
 
 
+def test_a_413_mid_turn_compresses_and_retries_too(live, alice):
+    conversation = make_conversation(alice)
+    for i in range(12):
+        run_turn(alice, conversation, f"Tell me about topic {i}. " + "context " * 300)
+    sim_control(live, "/_sim/faults", {"fault": "413", "count": 1})
+    turn = run_turn(alice, conversation, "and the payload question")
+    assert turn.status == "done", turn.error
+    assert CompressionEvent.objects.get(conversation=conversation, trigger="error_recovery").status == "compressed"
+
+
 def test_three_overflows_in_a_row_end_the_turn_with_the_clear_error(live, alice):
     conversation = make_conversation(alice)
     for i in range(12):

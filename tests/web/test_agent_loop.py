@@ -231,3 +231,23 @@ def test_an_unusable_auxiliary_route_aborts_with_the_long_cooldown(alice, conver
     import time as _time
 
     assert session.cooldown_until - _time.time() > 500  # 600 s, not the 60 s of a transient error
+
+
+@pytest.mark.django_db
+def test_a_summariser_timeout_aborts_and_leaves_the_session_unchanged(alice, conversation, sim):
+    import time as _time
+
+    from llm.simulator import parse_fault
+
+    settings_store.save_group("auxiliary", {"timeout": 5})
+    fill_history(conversation, 12)
+    session = session_active(conversation)
+    before = list(Message.objects.filter(session=session).values_list("id", "archived"))
+    sim.sim.faults.push(parse_fault("slow=7"), 3)  # every attempt, the SDK's retries included
+    outcome = compress_conversation(conversation_id=conversation.id, trigger="preflight")
+    assert outcome.event.status == "failed"
+    assert "timed out" in outcome.event.reason.lower() or "timeout" in outcome.event.reason.lower()
+    session.refresh_from_db()
+    assert session.ended_at is None
+    assert list(Message.objects.filter(session=session).values_list("id", "archived")) == before
+    assert 0 < session.cooldown_until - _time.time() <= 60  # a transient failure: the short cooldown
