@@ -30,3 +30,8 @@ def browser():
             yield b
         finally:
             b.close()
+            # Playwright runs the block in its own context, so the ORM opened a connection there;
+            # close it here or PostgreSQL cannot drop the test database afterwards.
+            from django.db import connections
+
+            connections.close_all()
