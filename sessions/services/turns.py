@@ -130,10 +130,7 @@ def turn_run(*, turn: Turn, holder: str) -> None:
     broadcast(conversation.id, "turn_status", fragments.render_turn_status(turn))
     try:
         _agent_loop(turn=turn, conversation=conversation, holder=holder)
-    except TurnFailed as exc:
-        _fail(turn, str(exc))
-        return
-    except runtime.ConfigurationProblem as exc:
+    except (TurnFailed, runtime.ConfigurationProblem) as exc:
         _fail(turn, str(exc))
         return
     except Exception as exc:  # a bug must end the turn visibly, never leave it "running"
