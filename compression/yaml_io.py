@@ -1,6 +1,6 @@
 """Import and export the settings as a Hermes-style ``config.yaml`` (SPEC §9).
 
-Layout (hermes-as-built §7): ``compression.*``, ``auxiliary.compression.*``, ``prompt_caching.*``
+Layout (Hermes Agent's config.yaml): ``compression.*``, ``auxiliary.compression.*``, ``prompt_caching.*``
 (``cache_ttl``, ``strategy``), ``context.engine``, ``model.*`` and ``agent.*``.
 
 Guarantees:

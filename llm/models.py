@@ -1,6 +1,6 @@
 """The default model catalog: pure data, no IO.
 
-Figures for real Claude models come from shared/reference/anthropic-api.md (§4.1 prices, §5.3
+Figures for real Claude models come from Anthropic's published documentation (§4.1 prices, §5.3
 windows, §4 minimum cacheable prefix — the SKILL column, the most recent first-party source).
 Models whose window the reference does not state are left out rather than guessed.
 

@@ -2,7 +2,7 @@
 
 Shared by the simulator (which answers 400 with these texts) and the engine's property tests
 (which check that whatever the engine produces, once converted, is a request the API accepts).
-Texts are quoted from real API responses (shared/reference/anthropic-api.md §1.4 and public
+Texts are quoted from real API responses (Anthropic's documentation and public
 reports); where the API's wording is unknown the text follows its pydantic-style
 "<path>: <problem>" form.
 

@@ -285,7 +285,7 @@ SPECS: dict[str, dict[str, FieldSpec]] = {
                                "longer pauses.", choices=lambda: CACHE_TTLS),
         "strategy": FieldSpec("choice", None,
                               "Where cache breakpoints go. system_and_3: the system prompt and the last 3 "
-                              "messages (the seed's rule). warm_anchor: 1h on the system prompt, the "
+                              "messages (Hermes' rule). warm_anchor: 1h on the system prompt, the "
                               "compaction summary and the previous request's end, the TTL above on the newest "
                               "message (cheapest in bench/cache_economics.py). stable_prefix: 1h on the "
                               "system prompt and summary. tools_and_3: the tool schemas instead of the "
@@ -524,7 +524,7 @@ def _spec(group: str, name: str) -> FieldSpec:
     return specs[name]
 
 
-# --- Codex app-server compaction (SPEC §9, hermes-as-built §5.6) --------------------------------
+# --- Codex app-server compaction (SPEC §9; Hermes Agent's codex app-server route) --------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Threshold arithmetic (SPEC §4): when compression triggers, how big the tail and the summary may be.
 
 Guarantees:
-- ``compute_threshold_tokens`` is the seed rule exactly: the 64,000 floor, the 85 % fallback when
-  the floor reaches the effective window, and ``max_tokens`` reserved for the output. The as-built
+- ``compute_threshold_tokens`` is the SPEC §4 rule exactly: the 64,000 floor, the 85 % fallback when
+  the floor reaches the effective window, and ``max_tokens`` reserved for the output. Hermes Agent's
   0.75 small-window floor is deliberately NOT applied (200,000 → 100,000).
 - ``resolve_threshold`` applies the Codex autoraise (0.85 for gpt-5.4/5.5/5.6 on ``openai-codex``),
   which only ever raises the configured value, and says whether a notice is due.

@@ -3,7 +3,7 @@
 Guarantees of ``sanitize_tool_pairs`` (never mutates its input; unchanged messages keep identity):
 - a tool message whose call is not in an earlier assistant message is dropped;
 - a call whose result is missing gets the stub result ``[Result removed during context compaction]``
-  (the seed's rule; the as-built strips the call instead);
+  (docs/spec.md §6; Hermes Agent strips the call instead);
 - the results of an assistant message's calls directly follow it, in the order of the calls, so the
   Anthropic conversion yields one ``tool_result`` user turn right after each ``tool_use`` turn;
 - a second result for the same call is dropped; an empty ``tool_calls`` list is removed.
