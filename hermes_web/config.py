@@ -57,14 +57,13 @@ def redis_url() -> str:
         return f"redis://127.0.0.1:{port}/0"
     try:
         parts = urlsplit(raw)
-        port = parts.port  # raises ValueError on a non-numeric port
+        parts.port  # noqa: B018  (raises ValueError on a non-numeric port)
     except ValueError as exc:
         raise ConfigError(f"REDIS_URL: cannot parse {raw!r} ({exc})") from None
     if parts.scheme not in {"redis", "rediss", "unix"}:
         raise ConfigError(f"REDIS_URL: scheme must be redis://, rediss:// or unix://, got {raw!r}")
     if parts.scheme != "unix" and not parts.hostname:
         raise ConfigError(f"REDIS_URL: no host in {raw!r}")
-    del port
     return raw
 
 

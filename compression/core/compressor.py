@@ -78,6 +78,7 @@ REASON_COOLDOWN = "cooldown"
 REASON_INEFFECTIVE = "ineffective"
 REASON_NOTHING = "nothing to compress"
 REASON_NO_REDUCTION = "no reduction"
+REASON_SUMMARY_FAILED = "summary failed"  # prefix of the reason; the failure follows after ": "
 NO_AUX_MODEL = "no auxiliary model configured"
 STATE_VERSION = 1
 
@@ -395,7 +396,7 @@ class ContextCompressor(ContextEngine):
         if body is None:
             self.last_failure = failure
             if self.on_summary_failure != "fallback":
-                return unchanged("aborted", f"summary failed: {failure}", plan.pruned_count)
+                return unchanged("aborted", f"{REASON_SUMMARY_FAILED}: {failure}", plan.pruned_count)
             body = build_fallback_summary(turns, failure, previous)
             fallback = True
 

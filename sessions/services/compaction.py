@@ -16,6 +16,7 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from compression.core.compressor import REASON_SUMMARY_FAILED
 from compression.core.summary import SummarizerUnavailable
 from sessions import fragments
 from sessions.events import broadcast
@@ -270,7 +271,7 @@ def compress_conversation(*, conversation_id, trigger: str, focus_topic: str | N
 def _event_status(result) -> str:
     """Engine outcome → event status: a failed summary is a failure; a cooldown or anti-thrash
     block is an abort; "nothing to compress" is a no-op."""
-    if result.status == "aborted" and (result.reason or "").startswith("summary failed"):
+    if result.status == "aborted" and (result.reason or "").startswith(REASON_SUMMARY_FAILED):
         return "failed"
     return result.status
 
