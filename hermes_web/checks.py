@@ -1,7 +1,6 @@
 """System checks that stop start-up loudly on a misconfiguration (tag "hermes")."""
 from __future__ import annotations
 
-import os
 
 from django.conf import settings
 from django.core.checks import Error, Tags, register
@@ -37,7 +36,7 @@ def check_redis(app_configs=None, **kwargs):
     after its checks, so it is not probed here."""
     from hermes_web.config import redis_is_embedded
 
-    if redis_is_embedded() or os.environ.get("HERMES_SKIP_REDIS_CHECK"):
+    if redis_is_embedded():
         return []
     reason = redis_ping(settings.REDIS_URL, wait=2.0)
     if reason:

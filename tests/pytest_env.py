@@ -19,5 +19,4 @@ os.environ.setdefault("HERMES_ENV", "development")
 os.environ.pop("ANTHROPIC_API_KEY", None)
 # Short leases so the crash tests see a killed worker's lock expire within seconds.
 os.environ["HERMES_COMPRESSION_LOCK_TTL"] = "6"
-# The tests' REDIS_URL points at a server only the integration tier starts.
-os.environ["HERMES_SKIP_REDIS_CHECK"] = "1"
+

@@ -84,7 +84,6 @@ def test_the_system_check_names_an_unreachable_external_redis(tmp_path):
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
     env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{port}/0", "HERMES_DATA_DIR": str(tmp_path)}
-    env.pop("HERMES_SKIP_REDIS_CHECK", None)
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode != 0
     assert "hermes.E003" in result.stderr and "REDIS_URL: Redis is unreachable" in result.stderr
