@@ -48,7 +48,7 @@ def broadcast_settings_changed(changed=None) -> None:
 class _Publisher:
     """One long-lived event loop per process for publishing from sync code. `async_to_sync` builds
     a new loop per call, and channels_redis a new Redis connection per loop: ~7 ms per event
-    instead of well under 1 ms on a loop that stays open."""
+    instead of ~2 ms (p50, measured by bench/live_fanout.py) on a loop that stays open."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
