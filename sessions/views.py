@@ -107,8 +107,12 @@ def _compress(request, conversation: Conversation, topic: str | None):
 
 def _preview(request, conversation: Conversation, topic: str | None):
     from sessions.services.compaction import compression_preview
+    from sessions.services.runtime import ConfigurationProblem
 
-    preview = compression_preview(conversation_id=conversation.id, focus_topic=topic)
+    try:
+        preview = compression_preview(conversation_id=conversation.id, focus_topic=topic)
+    except ConfigurationProblem as exc:
+        return _reply(request, conversation, str(exc), level="error")
     return _reply(request, conversation, preview_text(preview))
 
 
