@@ -1,5 +1,5 @@
 """Cache-aware breakpoint strategies beyond ``system_and_3`` (SPEC §13.2), measured by
-``bench/cache_economics.py`` on the same replay.
+``bench/cache_economics.py`` on two seeded replays under the documented caching rules.
 
 Registered by ``compression.core.caching`` at import, so they are always selectable as
 ``prompt_caching.strategy``. Each has the registry's signature
@@ -8,19 +8,38 @@ marker-free deep copy it may modify, ``marker`` carries the configured TTL (``pr
 Every strategy places at most 4 breakpoints, and in prefix order (tools, system, messages) never a
 1h marker after a 5m one: 1h markers only ever sit on earlier positions than the configured-TTL ones.
 
-How the cache bills (SPEC §10; anthropic-api.md §4): the read is the longest cached prefix found at
-or up to 20 blocks before a breakpoint; everything after it up to the last breakpoint is written,
-each block at the TTL of the first breakpoint at or after it (5m 1.25x, 1h 2x base input); an entry
-is (re)stored at every breakpoint with that breakpoint's TTL. So a 1h breakpoint placed on a prefix
-that is *already read from the cache* costs nothing extra but keeps that prefix alive for an hour
-(the documented mixed-TTL billing: 1h writes are charged only for tokens between the cache hit
-and the last 1h breakpoint).
+How the cache bills (Anthropic's prompt-caching documentation; SPEC §10; docs/simulator.md): the
+read A is the longest cached prefix found within 20 positions back from a breakpoint; B is the last
+1h breakpoint after A, C the last breakpoint; B - A is billed as a 1h write (2x base input), C - B
+as a 5m write (1.25x), and each breakpoint after A stores an entry for its whole prefix with its
+own TTL. Two consequences the strategies rest on:
+- a 1h entry is billed at 1h only for the tokens it newly writes, so a 1h breakpoint one short
+  message past the read keeps the *whole* prefix readable for an hour for the price of that message;
+- a 1h breakpoint on a prefix that is already cached (at or before A) writes nothing: the
+  documentation bills it as a read and never says the entry's lifetime grows. The simulator's
+  default (documented) mode keeps the entry's own TTL; its optimistic mode promotes it to 1h.
 
+- ``rolling_1h``: on a request that answers tool results (the agent loop's next step, seconds
+  after the previous call, so its cache is warm): 1h on the system prompt and on the newest
+  assistant message (the model's last reply, the first message this request adds after what the
+  previous request cached), the configured TTL on the messages after it. The request so writes
+  its short reply at the 1h price and the tool results at the 5m price, and leaves a fresh 1h
+  entry covering the conversation up to that reply: a user who pauses 5–60 minutes after the turn
+  finds all of it but the last tool results still cached, under the documented rules. A request
+  that opens a turn follows the user's pause, whose length is unknown: its cache may have expired,
+  and a 1h marker past the read would then bill the whole rewritten prefix at 1h, so it gets
+  ``system_and_3``'s placement. So does the first request after a compression (hint
+  ``after_compression=True``: the rebuilt context is sent cold). The reply gets 1h only when it is
+  at most ``ROLLING_MAX_REPLY_SHARE`` of the prefix before it: the premium (0.75x the reply) then
+  stays below the expected saving of a long pause (1.15x the prefix) whenever one request in ten
+  or fewer precedes such a pause.
 - ``warm_anchor``: 1h on the system prompt, 1h on the compaction summary, 1h on the *anchor* — the
   last message of the previous request (the message before the newest assistant message, i.e. the
   prefix the previous call already cached) — and the configured TTL on the newest message. New
-  tokens are written once at the 5m price; the next call re-pins them at 1h for free, so a user who
-  pauses 5–60 minutes finds everything but the last call's new tokens still cached. Hint
+  tokens are written once at the 5m price and the next call re-pins them at 1h. That re-pin keeps
+  them alive only under the optimistic reading (a re-pinned entry becomes a 1h entry at no charge);
+  under the documented one it bills a read and changes nothing, and the strategy costs more than
+  ``system_and_3`` (bench/cache_economics.py). Hint
   ``after_compression=True`` (the context was just rebuilt, nothing of it is cached yet) puts the
   anchor at the configured TTL instead, so the rebuilt context is not written at the 1h price.
 - ``stable_prefix``: 1h on the system prompt and on the compaction summary (both byte-stable until
@@ -37,9 +56,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from compression.core.tokens import estimate_tokens_rough, message_tokens, tools_text
+
 H1 = {"type": "ephemeral", "ttl": "1h"}
+ROLLING_MAX_REPLY_SHARE = 0.1
 
 
 def _caching():
@@ -133,6 +156,50 @@ def _enforce_ttl_order(plan: list[tuple[int, Mapping[str, str]]]) -> list[tuple[
     return out
 
 
+def newest_reply(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """Index of the newest assistant message when a message follows it (None otherwise)."""
+    for i in range(len(messages) - 1, 0, -1):
+        if messages[i].get("role") == "assistant":
+            return i if i < len(messages) - 1 else None
+    return None
+
+
+def _prefix_tokens(messages: Sequence[Mapping[str, Any]], tools) -> int:
+    return sum(message_tokens(m) for m in messages) + estimate_tokens_rough(tools_text(tools))
+
+
+def rolling_reply(messages: Sequence[Mapping[str, Any]], carriers: list[int], tools,
+                  hints: Mapping[str, Any]) -> int | None:
+    """The message ``rolling_1h`` marks 1h, or None when the request gets ``system_and_3``'s layout."""
+    if hints.get("after_compression") or not messages or messages[-1].get("role") != "tool":
+        return None  # sent cold, or right after the user's pause: the cache may have expired
+    reply = newest_reply(messages)
+    if reply is None or reply not in carriers or reply == carriers[-1]:
+        return None
+    if message_tokens(messages[reply]) > ROLLING_MAX_REPLY_SHARE * _prefix_tokens(messages[:reply], tools):
+        return None  # a long reply costs more at 1h than a long pause would be expected to save
+    return reply
+
+
+def rolling_1h(messages, *, marker, native_anthropic, tools, hints=None):
+    carriers = _carrier_indexes(messages, native_anthropic)
+    reply = rolling_reply(messages, carriers, tools, hints or {})
+    if reply is None:
+        return replace(_caching()._system_and_3(messages, marker=marker, native_anthropic=native_anthropic,
+                                                tools=tools), strategy="rolling_1h")
+    plan: list[tuple[int, Mapping[str, str]]] = []
+    sys_i = _system_index(messages, native_anthropic)
+    if sys_i is not None:
+        plan.append((sys_i, H1))
+    plan.append((reply, H1))
+    after = [c for c in carriers if c > reply]
+    plan.extend((c, dict(marker)) for c in after[-(4 - len(plan)):])
+    plan = _enforce_ttl_order(plan)
+    for index, mk in plan:
+        _place(messages, index, mk, native_anthropic)
+    return _result(messages, tools, len(plan), "rolling_1h")
+
+
 def stable_prefix(messages, *, marker, native_anthropic, tools):
     carriers = _carrier_indexes(messages, native_anthropic)
     plan: list[tuple[int, Mapping[str, str]]] = []
@@ -170,6 +237,7 @@ def tools_and_3(messages, *, marker, native_anthropic, tools):
 
 
 EXTRA_STRATEGIES = {
+    "rolling_1h": rolling_1h,
     "warm_anchor": warm_anchor,
     "stable_prefix": stable_prefix,
     "tools_and_3": tools_and_3,

@@ -14,8 +14,9 @@ Guarantees:
   ones in prefix order (tools, system, messages), and ``apply_cache_strategy`` refuses a result
   that breaks this or carries more than 4 markers.
 - Strategies are looked up by name in a small registry (``none`` and ``system_and_3`` built in, plus
-  the cache-aware ones of ``compression.core.cache_strategies``: ``warm_anchor``, ``stable_prefix``,
-  ``tools_and_3``), so later strategies are one ``register_cache_strategy`` call.
+  the cache-aware ones of ``compression.core.cache_strategies``: ``rolling_1h``, ``warm_anchor``,
+  ``stable_prefix``, ``tools_and_3``), so later strategies are one ``register_cache_strategy`` call.
+  Their costs under the documented caching rules are measured by ``bench/cache_economics.py``.
 - A strategy may take optional ``hints`` (e.g. ``after_compression``); callers that have none pass
   nothing and every strategy still works.
 """
@@ -31,7 +32,7 @@ from urllib.parse import urlparse
 
 MAX_BREAKPOINTS = 4
 VALID_TTLS = ("5m", "1h")
-DEFAULT_STRATEGY = "system_and_3"
+DEFAULT_STRATEGY = "rolling_1h"  # the cheapest under the documented rules (bench/cache_economics.py)
 
 
 def cache_marker(cache_ttl: str = "5m") -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""The cache-economics benchmark's accounting against hand-computed dollars, and a tiny replay end
-to end through the real agent loop and an in-process simulator."""
+"""The cache-economics benchmark's accounting against hand-computed dollars, its two workloads, and
+tiny replays end to end through the real agent loop and an in-process simulator, in both modes."""
 from __future__ import annotations
 
 import pytest
@@ -85,35 +85,71 @@ def test_rewarm_counts_calls_until_the_hit_rate_is_back_and_none_when_it_never_i
     assert ce.rewarm_counts(calls) == [3, None]
 
 
-def test_the_workload_is_seeded_tool_heavy_and_has_long_pauses():
-    a, b = ce.build_workload(), ce.build_workload()
-    assert a == b and len(a.turns) >= 150
+@pytest.mark.parametrize("pattern", ce.PAUSE_PATTERNS)
+def test_each_workload_is_seeded_tool_heavy_and_has_long_pauses(pattern):
+    a, b = ce.build_workload(pattern=pattern), ce.build_workload(pattern=pattern)
+    assert a == b and len(a.turns) >= 150 and a.pattern == pattern
     pauses = [t.pause for t in a.turns[1:]]
-    assert any(p > 300 for p in pauses) and sorted(pauses)[len(pauses) // 2] < 90
+    assert any(p > 3600 for p in pauses) and sorted(pauses)[len(pauses) // 2] < 90
     kinds = {t.kind for t in a.turns}
     assert {"read", "search", "list", "write", "question", "chat"} <= kinds
     assert sum(t.kind.startswith("read") for t in a.turns) > len(a.turns) / 3
     assert max(len(text) for text in a.files.values()) > 20_000  # some reads hit the tools' output cap
-    assert ce.build_workload(seed=1) != a
+    assert ce.build_workload(seed=1, pattern=pattern) != a
+
+
+def test_the_bursty_pattern_has_more_long_breaks_than_the_steady_one():
+    def long_breaks(pattern, seconds):
+        return sum(t.pause > seconds for t in ce.build_workload(pattern=pattern).turns)
+
+    assert long_breaks("bursty", 3600) > 2 * long_breaks("steady", 3600)
+    assert long_breaks("bursty", 300) > long_breaks("steady", 300)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_tiny_replay_runs_every_strategy_through_the_agent_loop():
-    run = ce.main(turns=5, strategies=["none", "system_and_3", "warm_anchor@1h", "stable_prefix"], out=None)
-    res = {spec: r["figures"] for spec, r in run["results"].items()}
+def test_a_tiny_replay_runs_every_strategy_through_the_agent_loop_in_both_modes():
+    specs = ["none", "system_and_3", "warm_anchor@1h", "stable_prefix", "rolling_1h"]
+    run = ce.main(turns=5, strategies=specs, workloads=["steady"], out=None)
+    results = run["results"]["steady"]
+    res = {spec: r["documented"]["figures"] for spec, r in results.items()}
     assert all(f["failed_turns"] == 0 for f in res.values())
     assert len({f["agent_calls"] for f in res.values()}) == 1 and res["none"]["agent_calls"] >= 5
-    assert len({f["prompt_tokens"] for f in res.values()}) == 1  # the same replay, whatever the markers
+    assert ce.same_requests(results)  # the same replay, whatever the markers
     assert len({round(f["lower_bound"], 9) for f in res.values()}) == 1
     none = res["none"]
     assert none["hit_rate"] == 0 and none["relative_to_none"] == pytest.approx(1.0)
     assert res["system_and_3"]["input_cost"] < none["input_cost"]
     assert res["system_and_3"]["hit_rate"] > 0.5
     assert res["warm_anchor@1h"]["cache_write_1h"] > 0 and res["warm_anchor@1h"]["cache_write_5m"] == 0
-    for f in res.values():
-        assert f["input_cost"] >= f["lower_bound"] - 1e-12
-    # The figures come from the recorded calls: recompute one from them.
-    calls = run["results"]["system_and_3"]["calls"]
-    assert res["system_and_3"]["input_cost"] == pytest.approx(sum(ce.input_cost(c, PRICE) for c in calls if c.purpose == "agent"))
-    table = ce.format_table(run["results"])
-    assert "warm_anchor@1h" in table and "x limit" in table
+    for r in results.values():
+        for mode in ce.MODES:
+            assert r[mode]["figures"]["input_cost"] >= r[mode]["figures"]["lower_bound"] - 1e-12
+    # The documented figures come from the recorded calls: recompute one from them.
+    calls = results["system_and_3"]["documented"]["calls"]
+    assert res["system_and_3"]["input_cost"] == pytest.approx(
+        sum(ce.input_cost(c, PRICE) for c in calls if c.purpose == "agent"))
+    table = ce.format_table(results, run["workloads"]["steady"])
+    assert "rolling_1h" in table and "optimistic" in table and "same requests for every strategy" in table
+
+
+PAUSED = ce.Workload(ce.build_workload(turns=1).files, [
+    ce.UserTurn("read README.md", 0.0, "read"),
+    ce.UserTurn("thanks. reply with 40 words", 20.0, "chat"),
+    ce.UserTurn("read README.md", 900.0, "read"),  # past every 5m entry
+    ce.UserTurn("list files", 30.0, "list"),
+])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_second_cache_gives_what_billing_in_that_mode_gives():
+    """The optimistic columns come from a second cache fed the same requests: billing the replay in
+    optimistic mode instead gives the same figures for both modes (the requests do not depend on it)."""
+    ce._quiet()
+    by_documented = ce.replay("warm_anchor", PAUSED)
+    by_optimistic = ce.replay("warm_anchor", PAUSED, billing="optimistic")
+    for mode in ce.MODES:
+        a = [(c.input, c.cache_read, c.cache_write_5m, c.cache_write_1h) for c in by_documented[mode]["calls"]]
+        b = [(c.input, c.cache_read, c.cache_write_5m, c.cache_write_1h) for c in by_optimistic[mode]["calls"]]
+        assert a == b
+    # And the pause is one where the readings differ, so the comparison can fail.
+    assert by_documented["optimistic"]["figures"]["input_cost"] < by_documented["documented"]["figures"]["input_cost"]

@@ -19,7 +19,7 @@ from compression.core.caching import (
     ttl_order_ok,
 )
 from compression.core.config import known_strategies
-from llm import blocks
+from simulator import blocks
 from llm.convert import to_anthropic_request
 
 from .conftest import assistant, call, result, system, user
@@ -30,7 +30,7 @@ TOOLS = [
     {"name": "read_file", "description": "Read a file.", "parameters": {"type": "object", "properties": {}}},
     {"name": "list_files", "description": "List files.", "parameters": {"type": "object", "properties": {}}},
 ]
-NEW = ("warm_anchor", "stable_prefix", "tools_and_3")
+NEW = ("rolling_1h", "warm_anchor", "stable_prefix", "tools_and_3")
 
 
 @pytest.fixture(autouse=True)
@@ -86,6 +86,54 @@ def test_the_helpers_find_the_summary_and_the_previous_request():
     assert previous_request_end(msgs) == 4  # the tool result came right before the newest answer
     assert previous_request_end([system("s"), user("hi")]) is None
     assert previous_request_end([system("s"), assistant("hello"), user("hi")]) is None
+
+
+# ---------------------------------------------------------------- rolling_1h
+
+def tool_step(*results) -> list[dict]:
+    """0 system, 1 user, 2 assistant text, 3 user (this turn), 4 assistant + calls, 5.. tool results."""
+    calls = [call(cid, "read_file", path=cid) for cid, _ in results]
+    return [system("sys " * 1000), user("u0"), assistant("a0"), user("read x"),
+            assistant("I'll use read_file.", calls)] + [result(cid, body) for cid, body in results]
+
+
+def test_rolling_1h_after_tool_results_marks_the_reply_1h_and_the_results_at_the_configured_ttl():
+    res = apply_cache_strategy(tool_step(("a", "body a"), ("b", "body b")), "rolling_1h", tools=TOOLS)
+    assert marks(res) == {0: "1h", 4: "1h", 5: "5m", 6: "5m"}
+    assert res.breakpoints == 4 and res.strategy == "rolling_1h"
+    assert res.messages[4]["content"] == [{"type": "text", "text": "I'll use read_file.", "cache_control": H1}]
+
+
+def test_rolling_1h_on_a_turns_first_call_places_what_system_and_3_places():
+    # The user's pause came right before: the cache may be cold, and 1h past the read would bill
+    # the whole rewritten prefix at 1h.
+    res = apply_cache_strategy(convo(), "rolling_1h")
+    assert marks(res) == marks(apply_cache_strategy(convo(), "system_and_3")) == {0: "5m", 4: "5m", 5: "5m", 6: "5m"}
+    assert res.strategy == "rolling_1h"
+
+
+def test_rolling_1h_right_after_a_compression_places_what_system_and_3_places():
+    msgs = tool_step(("a", "body"))
+    res = apply_cache_strategy(msgs, "rolling_1h", hints={"after_compression": True})
+    assert marks(res) == {0: "5m", 3: "5m", 4: "5m", 5: "5m"}
+
+
+def test_rolling_1h_leaves_a_long_reply_at_the_configured_ttl():
+    msgs = tool_step(("a", "body"))
+    msgs[4]["content"] = "word " * 400  # far more than a tenth of the prefix before it
+    assert marks(apply_cache_strategy(msgs, "rolling_1h")) == {0: "5m", 3: "5m", 4: "5m", 5: "5m"}
+
+
+def test_rolling_1h_with_a_1h_ttl_marks_everything_1h():
+    res = apply_cache_strategy(tool_step(("a", "body")), "rolling_1h", cache_ttl="1h")
+    assert marks(res) == {0: "1h", 4: "1h", 5: "1h"}
+
+
+def test_rolling_1h_on_openrouter_skips_a_bare_tool_call_turn():
+    msgs = tool_step(("a", "body"))
+    msgs[4]["content"] = None  # a bare tool-call turn ignores envelope markers there
+    res = apply_cache_strategy(msgs, "rolling_1h", native_anthropic=False)
+    assert marks(res) == {0: "5m", 2: "5m", 3: "5m", 5: "5m"}
 
 
 # ---------------------------------------------------------------- warm_anchor

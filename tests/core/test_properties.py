@@ -19,7 +19,7 @@ from compression.core.markers import SUMMARY_KEY
 from compression.core.tokens import MESSAGE_OVERHEAD_TOKENS, compute_message_tokens, content_text
 from compression.core.tool_pairs import sanitize_tool_pairs, tool_pair_problems
 from llm.convert import to_anthropic_request
-from llm.validation import validate_messages_request
+from simulator.validation import validate_messages_request
 
 WORDS = ["alpha", "beta", "gamma", "delta", "path/to/file.py", "error:", "42", "ünï", "{json}", "TODO", "🚀"]
 TOOLS = ["read_file", "write_file", "list_files", "search_files", "terminal", "browser"]

@@ -6,7 +6,7 @@ import copy
 import json
 
 from llm.convert import convert_tool_schema, from_anthropic_response, to_anthropic_request
-from llm.validation import validate_messages_request
+from simulator.validation import validate_messages_request
 
 M5 = {"type": "ephemeral"}
 H1 = {"type": "ephemeral", "ttl": "1h"}

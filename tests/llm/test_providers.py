@@ -13,7 +13,7 @@ from llm.errors import AuthenticationError, ContextOverflowError, InvalidRequest
 from llm.openai_provider import OpenAICompatibleProvider
 from llm.providers import UnknownProviderError, default_provider_name, get_provider
 from llm.usage import Usage
-from tests.llm.conftest import MODEL
+from tests.simulator.conftest import MODEL
 
 SYSTEM = "You are Hermes. " + " ".join(f"Guideline {i}: be precise and cite the files you touched." for i in range(100))
 TOOLS = [  # the project's tools, in the OpenAI form the agent keeps them in

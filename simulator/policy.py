@@ -4,7 +4,7 @@ Decided from the last message only, in this order:
 1. the last user message carries `tool_result` blocks -> a text report of what the tools returned
    (sizes, first line, errors);
 2. its text is a compression prompt (contains the summary template's "## Goal" and
-   "## Critical Context") -> a filled template (`llm.simulator.summary`);
+   "## Critical Context") -> a filled template (`simulator.summary`);
 3. the project's workspace tools are offered and the text asks for one ("read notes.txt",
    "list files", "search for TODO", "write hello to out.txt", "run `ls`") -> `tool_use` blocks;
 4. a question ("what was the budget?") -> the earlier sentence sharing the most words with it,
@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from llm.blocks import strip_cache_control
-from llm.simulator import summary as summary_mod
+from simulator.blocks import strip_cache_control
+from simulator import summary as summary_mod
 
 PROJECT_TOOLS = ("read_file", "write_file", "list_files", "search_files", "terminal")
 MAX_DEFAULT_WORDS = 400

@@ -9,7 +9,7 @@ from __future__ import annotations
 import anthropic
 
 from compression.core.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
-from tests.llm.conftest import MODEL
+from tests.simulator.conftest import MODEL
 
 M5 = {"type": "ephemeral"}
 H1 = {"type": "ephemeral", "ttl": "1h"}

@@ -9,7 +9,7 @@ import urllib.request
 import anthropic
 import pytest
 
-from tests.llm.conftest import MODEL
+from tests.simulator.conftest import MODEL
 
 TOOLS = [
     {"name": "read_file", "description": "Read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from llm import blocks as _blocks
+from simulator import blocks as _blocks
 
 API_VERSION_2023 = "2023-06-01"
 API_VERSION_2026 = "2026-10-21"
@@ -76,9 +76,18 @@ def too_many_breakpoints_message(found: int) -> str:
     return f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
 
 
-def ttl_order_message(path: str) -> str:
+def automatic_ttl_conflict_message(path: str, automatic: str, explicit: str) -> str:
+    # The documentation states the 400 but not its wording; this follows the API's "<path>: <problem>".
     return (
-        f"{path}.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' "
+        f"cache_control.ttl: the top-level cache_control (ttl='{automatic}') applies to {path}, which "
+        f"already has a cache_control with ttl='{explicit}'"
+    )
+
+
+def ttl_order_message(path: str) -> str:
+    """`path` is the marked block's; empty for the top-level (automatic) `cache_control`."""
+    return (
+        f"{path + '.' if path else ''}cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' "
         "cache_control block. Note that blocks are processed in the following order: `tools`, "
         "`system`, `messages`."
     )
@@ -281,20 +290,33 @@ def _check_system_and_tools(body: Mapping[str, Any]) -> None:
 
 
 def _check_cache_control(body: Mapping[str, Any]) -> None:
+    """Marker shapes, the 4 slots (a top-level `cache_control` takes one, even as a no-op), the
+    automatic marker's TTL against an explicit one on the same block, then the TTL order."""
+    top = body.get("cache_control")
+    if top is not None and not isinstance(top, Mapping):
+        raise InvalidRequest("cache_control: Input should be a valid dictionary")
     found = _blocks.markers(body)
-    for marker in found:
-        if marker.raw.get("type", "ephemeral") != "ephemeral":
-            raise InvalidRequest(f"{marker.path}.cache_control.type: Input should be 'ephemeral'")
-        if marker.ttl not in ("5m", "1h"):
-            raise InvalidRequest(f"{marker.path}.cache_control.ttl: Input should be '5m' or '1h'")
-    if len(found) > MAX_BREAKPOINTS:
-        raise InvalidRequest(too_many_breakpoints_message(len(found)))
+    checked = [("", top)] if top is not None else []
+    checked += [(f"{m.path}.", m.raw) for m in found if not m.automatic]
+    for prefix, raw in checked:
+        if raw.get("type", "ephemeral") != "ephemeral":
+            raise InvalidRequest(f"{prefix}cache_control.type: Input should be 'ephemeral'")
+        if raw.get("ttl", "5m") not in ("5m", "1h"):
+            raise InvalidRequest(f"{prefix}cache_control.ttl: Input should be '5m' or '1h'")
+    explicit = [m for m in found if not m.automatic]
+    slots = len(explicit) + (top is not None)
+    if slots > MAX_BREAKPOINTS:
+        raise InvalidRequest(too_many_breakpoints_message(slots))
+    for auto in (m for m in found if m.automatic):
+        clash = next((m for m in explicit if m.block_index == auto.block_index), None)
+        if clash is not None:
+            raise InvalidRequest(automatic_ttl_conflict_message(clash.path, auto.ttl, clash.ttl))
     seen_5m = False
     for marker in found:
         if marker.ttl == "5m":
             seen_5m = True
         elif seen_5m:
-            raise InvalidRequest(ttl_order_message(marker.path))
+            raise InvalidRequest(ttl_order_message("" if marker.automatic else marker.path))
 
 
 def validate_messages_request(

@@ -7,6 +7,11 @@ the simulator uses it for prefix-cache accounting, so both count tokens the same
 Token counting is injected (`count_text`), so this module stays free of the tokenizer. A block's
 tokens = tokens of its countable text + 1,500 per image (SPEC §3.1) + a per-message overhead on
 the first block of each message (the product's counter adds the same, so the gauge agrees).
+
+Automatic caching (a top-level `cache_control`) becomes one more marker, on the last block that can
+carry one (thinking blocks cannot: the breakpoint walks back past them), flagged `automatic`.
+Lookback positions follow the documentation: every block is a position of its own, except that a
+run of consecutive `tool_use` blocks is one position, and so is a run of `tool_result` blocks.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class Marker:
     block_index: int  # the flattened block it ends a prefix at
     ttl: str  # "5m" or "1h" (a bare ephemeral marker is 5m)
     raw: Mapping[str, Any]
+    automatic: bool = False  # the top-level `cache_control`, placed on the last cacheable block
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,7 @@ class Block:
     images: int
     payload: str  # canonical JSON used for prefix hashing (cache_control stripped)
     first_of_message: bool = False
+    kind: str = "text"  # "tool" for a tool definition, else the content block's type
 
     def tokens(self, count_text: TextCounter, message_overhead: int = 0) -> int:
         return (
@@ -79,12 +86,14 @@ def text_and_images(block: Any) -> tuple[str, int]:
     if btype == "image":
         return "", 1
     if btype == "tool_use":
-        return str(block.get("name") or "") + json.dumps(block.get("input") or {}, ensure_ascii=False), 0
+        # The whole call is billed: its id and type as well as its name and input.
+        return json.dumps(strip_cache_control(block), ensure_ascii=False, separators=(",", ":"), default=str), 0
     if btype == "tool_result":
         content = block.get("content")
+        call_id = str(block.get("tool_use_id") or "")
         if isinstance(content, str):
-            return content, 0
-        texts, images = [], 0
+            return call_id + content, 0
+        texts, images = [call_id] if call_id else [], 0
         for part in content or ():
             t, i = text_and_images(part)
             if t:
@@ -111,11 +120,13 @@ def flatten(body: Mapping[str, Any]) -> list[Block]:
     for i, tool in enumerate(body.get("tools") or ()):
         if not isinstance(tool, Mapping):
             continue
-        blocks.append(Block("tools", f"tools.{i}", tool_text(tool), 0, _canonical(["t", strip_cache_control(tool)])))
+        blocks.append(Block("tools", f"tools.{i}", tool_text(tool), 0, _canonical(["t", strip_cache_control(tool)]),
+                            kind="tool"))
     system = body.get("system")
     for i, block in enumerate(_content_list(system)):
         text, images = text_and_images(block)
-        blocks.append(Block("system", f"system.{i}", text, images, _canonical(["s", strip_cache_control(block)])))
+        blocks.append(Block("system", f"system.{i}", text, images, _canonical(["s", strip_cache_control(block)]),
+                            kind=_kind(block)))
     for m, msg in enumerate(body.get("messages") or ()):
         if not isinstance(msg, Mapping):
             continue
@@ -123,8 +134,39 @@ def flatten(body: Mapping[str, Any]) -> list[Block]:
         for j, block in enumerate(_content_list(msg.get("content"))):
             text, images = text_and_images(block)
             payload = _canonical(["m", role, strip_cache_control(block)])
-            blocks.append(Block("messages", f"messages.{m}.content.{j}", text, images, payload, j == 0))
+            blocks.append(Block("messages", f"messages.{m}.content.{j}", text, images, payload, j == 0, _kind(block)))
     return blocks
+
+
+def _kind(block: Any) -> str:
+    return str(block.get("type") or "text") if isinstance(block, Mapping) else "text"
+
+
+# Blocks a breakpoint cannot sit on; automatic caching walks back past them.
+_NOT_CACHEABLE = ("thinking", "redacted_thinking")
+# Runs of these count as one lookback position each (prompt-caching docs, "lookback window").
+_RUN_KINDS = ("tool_use", "tool_result")
+
+
+def lookback_positions(blocks: Iterable[Block]) -> list[int]:
+    """The lookback position of every block: consecutive `tool_use` blocks share one, and so do
+    consecutive `tool_result` blocks; every other block is a position of its own."""
+    out: list[int] = []
+    position, previous = -1, None
+    for block in blocks:
+        if not (block.kind in _RUN_KINDS and block.kind == previous):
+            position += 1
+        previous = block.kind
+        out.append(position)
+    return out
+
+
+def automatic_target(blocks: list[Block]) -> int:
+    """Where a top-level `cache_control` lands: the last block that can carry a breakpoint, or -1."""
+    for n in range(len(blocks) - 1, -1, -1):
+        if blocks[n].kind not in _NOT_CACHEABLE:
+            return n
+    return -1
 
 
 def _ttl_of(marker: Any) -> str:
@@ -135,7 +177,9 @@ def _ttl_of(marker: Any) -> str:
 def markers(body: Mapping[str, Any], blocks: list[Block] | None = None) -> list[Marker]:
     """Every `cache_control` in processing order (tools, system, messages), nested ones included.
 
-    A top-level `cache_control` applies to the last block, unless that block already has one.
+    A top-level `cache_control` (automatic caching) is one more marker on the last cacheable block;
+    when that block carries an explicit marker of the same TTL it adds nothing (the documented
+    no-op), with another TTL it is kept so the validator can refuse the conflict.
     """
     blocks = flatten(body) if blocks is None else blocks
     index = {b.path: n for n, b in enumerate(blocks)}
@@ -163,10 +207,11 @@ def markers(body: Mapping[str, Any], blocks: list[Block] | None = None) -> list[
                 path = f"messages.{m}.content.{j}"
                 visit(block, path, index.get(path, -1))
     top = body.get("cache_control")
-    if top is not None and blocks:
-        last = len(blocks) - 1
-        if not any(mk.block_index == last for mk in found):
-            found.append(Marker("cache_control", last, _ttl_of(top), top if isinstance(top, Mapping) else {}))
+    target = automatic_target(blocks) if top is not None else -1
+    if target >= 0:
+        ttl = _ttl_of(top)
+        if not any(mk.block_index == target and mk.ttl == ttl for mk in found):
+            found.append(Marker("cache_control", target, ttl, top if isinstance(top, Mapping) else {}, True))
     return found
 
 

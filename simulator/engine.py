@@ -21,13 +21,14 @@ from typing import Any, Callable, Iterable, Mapping
 
 from compression.core.tokens import MESSAGE_OVERHEAD_TOKENS
 from compression.core.tokens import count_tokens as product_count_tokens
-from llm import blocks as blocks_mod
+from simulator import blocks as blocks_mod
 from llm.models import ModelCatalog, ModelInfo, catalog_from_json
-from llm.simulator import policy
-from llm.simulator.cache import PrefixCache
-from llm.simulator.clock import SimClock
-from llm.simulator.faults import Fault, FaultQueue, parse_fault_spec
-from llm.validation import (
+from llm.usage import Usage, compute_cost
+from simulator import policy
+from simulator.cache import DOCUMENTED, PrefixCache, check_mode
+from simulator.clock import SimClock
+from simulator.faults import Fault, FaultQueue, parse_fault_spec
+from simulator.validation import (
     SUPPORTED_API_VERSIONS,
     InvalidRequest,
     prompt_too_long_message,
@@ -109,6 +110,7 @@ class Simulator:
         strict_roles: bool = False,
         retry_after_ms: int = DEFAULT_RETRY_AFTER_MS,
         faults: Iterable[tuple[Fault, int | None]] = (),
+        cache_mode: str = DOCUMENTED,
     ):
         if models is None:
             models = ModelCatalog()
@@ -122,7 +124,7 @@ class Simulator:
         self.faults = FaultQueue()
         for fault, count in faults:
             self.faults.push(fault, count)
-        self.cache = PrefixCache()
+        self.cache = PrefixCache(mode=cache_mode)
         self._lock = threading.Lock()
         self._ids = 0
         self._reset_stats()
@@ -144,6 +146,11 @@ class Simulator:
             kwargs["retry_after_ms"] = int(env["HERMES_SIM_RETRY_AFTER_MS"])
         if env.get("HERMES_SIM_STRICT_ROLES", "").lower() in ("1", "true", "yes", "on"):
             kwargs["strict_roles"] = True
+        if env.get("HERMES_SIM_CACHE"):
+            try:
+                kwargs["cache_mode"] = check_mode(env["HERMES_SIM_CACHE"].strip().lower())
+            except ValueError as exc:
+                raise ValueError(f"HERMES_SIM_CACHE: {exc}") from None
         kwargs.update(overrides)
         return cls(**kwargs)
 
@@ -153,7 +160,8 @@ class Simulator:
         self._requests = 0
         self._errors = 0
         self._max_prompt = 0
-        self._totals = {"input": 0, "output": 0, "cache_read": 0, "cache_write_5m": 0, "cache_write_1h": 0}
+        self._totals = {"input": 0, "output": 0, "cache_read": 0, "cache_write_5m": 0, "cache_write_1h": 0,
+                        "cost_usd": 0.0}
         self._log: deque[dict[str, Any]] = deque(maxlen=LOG_SIZE)
 
     def reset(self) -> None:
@@ -172,6 +180,7 @@ class Simulator:
                 "max_prompt_tokens": self._max_prompt,
                 "totals": dict(self._totals),
                 "cache_entries": len(self.cache),
+                "cache_mode": self.cache.mode,
                 "clock": self.clock.now(),
                 "log": list(self._log),
             }
@@ -228,12 +237,18 @@ class Simulator:
 
     # -- requests ------------------------------------------------------------------------------
 
-    def take_fault(self, header_fault: Fault | None) -> Fault | None:
-        """The request's own fault, else the next server-wide one (consumed)."""
-        return header_fault if header_fault is not None else self.faults.take()
+    def take_fault(self, header_fault: Fault | None, body: Mapping[str, Any] | None = None) -> Fault | None:
+        """The request's own fault, else the next server-wide one (consumed). A compression prompt
+        leaves an `overflow_turn` fault for the next chat request."""
+        if header_fault is not None:
+            return header_fault
+        queued = self.faults.peek()
+        if queued is not None and queued.name == "overflow_turn" and body is not None and _is_compression(body):
+            return None
+        return self.faults.take()
 
     def _raise_fault(self, fault: Fault, info: ModelInfo, body: Mapping[str, Any]) -> None:
-        if fault.name == "overflow":
+        if fault.name in ("overflow", "overflow_turn"):
             window = int(fault.number(info.context_window))
             tokens = max(self.prompt_tokens(body), window + 1)
             raise SimError(400, "invalid_request_error", prompt_too_long_message(tokens, window))
@@ -284,7 +299,7 @@ class Simulator:
             raise SimError(400, "invalid_request_error", "body: Input should be a valid dictionary")
         info = self.model(body.get("model"))
         entry["model"] = info.name
-        fault = self.take_fault(fault)
+        fault = self.take_fault(fault, body)
         if fault is not None:
             entry["fault"] = str(fault)
             self._raise_fault(fault, info, body)
@@ -305,7 +320,8 @@ class Simulator:
         tokens = [b.tokens(self.count_tokens, self.message_overhead) for b in flat]
         hashes = blocks_mod.prefix_hashes(flat, f"{api_key}\x00{info.name}")
         markers = blocks_mod.markers(body, flat)
-        cache = self.cache.account(tokens, hashes, markers, now=self.clock.now(), min_tokens=info.min_cache_tokens)
+        cache = self.cache.account(tokens, hashes, markers, now=self.clock.now(), min_tokens=info.min_cache_tokens,
+                                   positions=blocks_mod.lookback_positions(flat))
 
         empty_summary = fault is not None and fault.name == "empty_summary"
         reply = policy.respond(body, count_tokens=self.count_tokens, empty_summary=empty_summary)
@@ -351,6 +367,12 @@ class Simulator:
             cache_write_1h=cache.write_1h,
             output=output,
             stop_reason=stop_reason,
+            # What the call would cost at the model's catalogue prices (USD).
+            cost_usd=compute_cost(
+                Usage(input=cache.input, output=output, cache_read=cache.read, cache_write=cache.write,
+                      cache_write_5m=cache.write_5m, cache_write_1h=cache.write_1h),
+                info.price,
+            ).cost,
         )
         return Turn(message=message, fault=fault, kind=reply.kind, prompt_tokens=cache.total)
 
@@ -399,3 +421,15 @@ def _apply_stop_sequences(
         return content, stop_reason, None
     at, seq = min(hits)
     return [dict(content[0], text=text[:at])], "stop_sequence", seq
+
+
+def _is_compression(body: Mapping[str, Any]) -> bool:
+    """Whether the request's last message is a compression prompt (the summariser's request)."""
+    messages = body.get("messages") or ()
+    last = messages[-1] if messages else None
+    if not isinstance(last, Mapping) or last.get("role") != "user":
+        return False
+    content = last.get("content")
+    text = content if isinstance(content, str) else " ".join(
+        str(b.get("text", "")) for b in content or () if isinstance(b, Mapping) and b.get("type") == "text")
+    return policy.summary_mod.is_compression_prompt(text)

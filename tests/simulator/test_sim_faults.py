@@ -16,8 +16,8 @@ from llm.errors import (
     RateLimitError,
 )
 from llm.providers import get_provider
-from llm.simulator import SimClock, start_simulator
-from tests.llm.conftest import MODEL
+from simulator import SimClock, start_simulator
+from tests.simulator.conftest import MODEL
 
 HELLO = [{"role": "user", "content": "hello there"}]
 

@@ -17,18 +17,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-HEADINGS = (
-    "## Goal",
-    "## Constraints & Preferences",
-    "## Progress",
-    "### Done",
-    "### In Progress",
-    "### Blocked",
-    "## Key Decisions",
-    "## Relevant Files",
-    "## Next Steps",
-    "## Critical Context",
-)
+from compression.core.template import TEMPLATE_HEADINGS as HEADINGS
+
 MAX_ITEMS = 40
 ITEM_CHARS = 240
 

@@ -9,7 +9,7 @@ API routes (what the SDKs call):
   POST /v1/messages/count_tokens
   POST /v1/chat/completions         (OpenAI-compatible view of the same model)
 Control routes (tests and benchmarks; no auth, loopback only):
-  GET  /_sim/health
+  GET  /_sim/health                 ok, model names, cache mode (documented | optimistic)
   GET  /_sim/stats                  requests, errors, max prompt tokens, totals, per-request log
   POST /_sim/reset                  cache, stats, server faults, clock offset
   GET  /_sim/faults | POST /_sim/faults {"fault": "429=20", "count": 2} | {"clear": true}
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable, Mapping
 
-from llm.simulator import openai_wire
-from llm.simulator.engine import MAX_BODY_BYTES, SimError, Simulator
-from llm.simulator.sse import stream_events
-from llm.simulator.faults import FAULT_HEADER, Fault, parse_fault
+from simulator import openai_wire
+from simulator.engine import MAX_BODY_BYTES, SimError, Simulator
+from simulator.sse import stream_events
+from simulator.faults import FAULT_HEADER, Fault, parse_fault
 
 DEFAULT_SLOW_SECONDS = 0.05
 
@@ -146,6 +146,8 @@ class _Handler(BaseHTTPRequestHandler):
 class SimulatorHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # The stdlib's listen backlog of 5 resets connections when 32 clients connect at once.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], sim: Simulator, *, verbose: bool = False):
         super().__init__(address, _Handler)
@@ -221,7 +223,7 @@ class SimulatorHTTPServer(ThreadingHTTPServer):
         sim = self.sim
         body = _json(raw) if raw else {}
         if path == "/_sim/health":
-            return Response(json={"ok": True, "models": sim.catalog.names()})
+            return Response(json={"ok": True, "models": sim.catalog.names(), "cache_mode": sim.cache.mode})
         if path == "/_sim/stats" and method == "GET":
             return Response(json=sim.stats())
         if path == "/_sim/reset" and method == "POST":
@@ -311,6 +313,6 @@ def start_simulator(
     """
     sim = simulator or Simulator.from_env(**config)
     httpd = SimulatorHTTPServer((host, port), sim, verbose=verbose)
-    thread = threading.Thread(target=httpd.serve_forever, name=f"llm-simulator-{httpd.server_address[1]}", daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, name=f"simulator-{httpd.server_address[1]}", daemon=True)
     thread.start()
     return SimulatorServer(httpd, thread)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm.validation import InvalidRequest, validate_messages_request
+from simulator.validation import InvalidRequest, validate_messages_request
 
 
 def body(messages, **extra):

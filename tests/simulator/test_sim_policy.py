@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from compression.core.summary import TEMPLATE_HEADINGS, build_summary_prompt
 from compression.core.tokens import count_tokens
-from llm.simulator.policy import PROJECT_TOOLS, find_actions, respond
-from llm.simulator.summary import build_summary, parse_summary
+from simulator.policy import PROJECT_TOOLS, find_actions, respond
+from simulator.summary import build_summary, parse_summary
 
 ALL = set(PROJECT_TOOLS)
 TOOL_DEFS = [{"name": n, "input_schema": {"type": "object"}} for n in PROJECT_TOOLS]

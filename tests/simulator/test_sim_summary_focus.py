@@ -1,5 +1,5 @@
 from compression.core.summary import build_summary_prompt
-from llm.simulator.summary import build_summary
+from simulator.summary import build_summary
 
 TURNS = [
     {"role": "user", "content": "We need to fix the auth flow: tokens expire after 5 minutes."},

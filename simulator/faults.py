@@ -9,6 +9,8 @@ consume faults.
 
 Names and args:
   overflow[=W]     400 "prompt is too long: N tokens > W maximum" (W defaults to the model window)
+  overflow_turn[=W] the same for a chat request only: a compression prompt passes and leaves the
+                   fault queued (so error recovery's compressions succeed while the turn overflows)
   413              413 request_too_large
   429[=ms]         429 rate_limit_error with `retry-after-ms: ms` (default: the server's setting)
   long_context     429 "Extra usage is required for long context requests."
@@ -26,7 +28,8 @@ import threading
 from dataclasses import dataclass
 
 FAULT_NAMES = frozenset(
-    {"overflow", "413", "429", "long_context", "500", "529", "401", "midstream", "slow", "empty_summary"}
+    {"overflow", "overflow_turn", "413", "429", "long_context", "500", "529", "401", "midstream", "slow",
+     "empty_summary"}
 )
 FAULT_HEADER = "x-sim-fault"
 
@@ -78,6 +81,14 @@ class FaultQueue:
             return
         with self._lock:
             self._items.append([fault, count])
+
+    def peek(self) -> Fault | None:
+        """The fault the next request would take, without taking it."""
+        with self._lock:
+            for fault, remaining in self._items:
+                if remaining is None or remaining > 0:
+                    return fault
+            return None
 
     def take(self) -> Fault | None:
         with self._lock:

@@ -1,17 +1,27 @@
-"""Prompt-cache accounting with Anthropic's semantics (SPEC §10), deterministic so figures can be
-checked by hand.
+"""Prompt-cache accounting with Anthropic's documented semantics (SPEC §10, docs/simulator.md),
+deterministic so figures can be checked by hand.
 
-The request is flattened into blocks (`llm.blocks`); the key of the prefix ending at block i is a
-chained hash of (API key, model, blocks 0..i) with `cache_control` stripped, so moving a breakpoint
-forward still finds the previous prefix.
+The request is flattened into blocks (`simulator.blocks`); the key of the prefix ending at block i
+is a chained hash of (API key, model, blocks 0..i) with `cache_control` stripped, so moving a
+breakpoint forward still finds the previous prefix.
 
-- Read: the longest cached, unexpired prefix ending at most `LOOKBACK_BLOCKS` blocks before some
-  breakpoint (or at it). Its expiry is refreshed (a hit renews the TTL for free).
-- Write: when the prefix up to the last breakpoint reaches the model's minimum cacheable length,
-  everything after the read up to that breakpoint is written, each block in the TTL bucket of the
-  first breakpoint at or after it. An entry is stored for each breakpoint whose own prefix reaches
-  the minimum (a shorter prefix is not cacheable on its own), visible to later requests only.
+What the documentation states, in both modes:
+- Read: A = the longest cached, unexpired prefix found by walking back from a breakpoint over at
+  most `LOOKBACK_POSITIONS` positions, the breakpoint itself counting as the first (a run of
+  consecutive `tool_use` or `tool_result` blocks is one position). A hit refreshes that entry.
+- Write: B = the last 1h breakpoint after A (or A), C = the last breakpoint; B - A is billed as a
+  1h write and C - B as a 5m write, provided the prefix up to C reaches the model's minimum
+  cacheable length. Every breakpoint after A whose own prefix reaches the minimum stores an entry
+  with its own TTL, visible to later requests only.
 - No breakpoint: no read, no write.
+
+What it leaves unstated, by mode (`MODES`; `HERMES_SIM_CACHE`):
+- `documented` (the default, conservative): a hit refreshes the entry at the TTL it was stored
+  with, and a breakpoint at or before A stores nothing, so marking an already cached prefix
+  `ttl: "1h"` again bills a read and leaves the entry's 5m lifetime as it was.
+- `optimistic`: every breakpoint whose prefix reaches the minimum (re)stores its entry with its
+  own TTL whenever that outlives the entry's current expiry, so that re-pin turns a 5m entry into
+  a 1h one at no charge.
 """
 
 from __future__ import annotations
@@ -20,11 +30,14 @@ import threading
 from dataclasses import dataclass
 from typing import Sequence
 
-from llm.blocks import Marker
+from simulator.blocks import Marker
 
-LOOKBACK_BLOCKS = 20
+LOOKBACK_POSITIONS = 20
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 MAX_ENTRIES = 100_000
+DOCUMENTED = "documented"
+OPTIMISTIC = "optimistic"
+MODES = (DOCUMENTED, OPTIMISTIC)
 
 
 @dataclass
@@ -51,11 +64,18 @@ class CacheResult:
         return self.total - self.read - self.write
 
 
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"cache mode must be one of {', '.join(MODES)} (got {mode!r})")
+    return mode
+
+
 class PrefixCache:
-    def __init__(self, max_entries: int = MAX_ENTRIES):
+    def __init__(self, max_entries: int = MAX_ENTRIES, mode: str = DOCUMENTED):
         self._entries: dict[str, Entry] = {}
         self._lock = threading.Lock()
         self.max_entries = max_entries
+        self.mode = check_mode(mode)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -81,6 +101,19 @@ class PrefixCache:
             for key, _ in oldest[: len(self._entries) - self.max_entries]:
                 del self._entries[key]
 
+    def _read_point(self, hashes: Sequence[str], breakpoints: list[int], positions: Sequence[int], now: float) -> int:
+        """The last block of the longest live prefix within some breakpoint's lookback, or -1."""
+        read_block = -1
+        for bp in breakpoints:
+            first_position = positions[bp] - LOOKBACK_POSITIONS + 1
+            j = bp
+            while j > read_block and positions[j] >= first_position:
+                if self._live(hashes[j], now) is not None:
+                    read_block = j
+                    break
+                j -= 1
+        return read_block
+
     def account(
         self,
         tokens: Sequence[int],
@@ -89,14 +122,20 @@ class PrefixCache:
         *,
         now: float,
         min_tokens: int,
+        positions: Sequence[int] | None = None,
     ) -> CacheResult:
-        """Compute read/write for one request and apply its effects (refresh, new entries)."""
+        """Compute read/write for one request and apply its effects (refresh, new entries).
+
+        `positions` are the blocks' lookback positions (`blocks.lookback_positions`); without
+        them every block is a position of its own."""
         cumulative: list[int] = []
         running = 0
         for t in tokens:
             running += t
             cumulative.append(running)
         total = running
+        if positions is None:
+            positions = range(len(tokens))
         ttl_at: dict[int, str] = {}
         for marker in markers:
             if 0 <= marker.block_index < len(tokens):
@@ -105,14 +144,7 @@ class PrefixCache:
             return CacheResult(total=total)
         breakpoints = sorted(ttl_at)
         with self._lock:
-            read_block = -1
-            for bp in breakpoints:
-                for j in range(bp, max(-1, bp - LOOKBACK_BLOCKS - 1), -1):
-                    if j <= read_block:
-                        break
-                    if self._live(hashes[j], now) is not None:
-                        read_block = j
-                        break
+            read_block = self._read_point(hashes, breakpoints, positions, now)
             read = cumulative[read_block] if read_block >= 0 else 0
             if read_block >= 0:
                 hit = self._entries[hashes[read_block]]
@@ -126,7 +158,8 @@ class PrefixCache:
                     while covering < k:
                         covering = next(bp_iter)
                     write[ttl_at[covering]] += tokens[k]
-                for bp in breakpoints:
+                stored = breakpoints if self.mode == OPTIMISTIC else [bp for bp in breakpoints if bp > read_block]
+                for bp in stored:
                     if cumulative[bp] < min_tokens:
                         continue
                     ttl = ttl_at[bp]

@@ -13,9 +13,9 @@ import json
 from typing import Any, Iterator, Mapping
 
 from llm.convert import from_anthropic_response, to_anthropic_request
-from llm.simulator.engine import SimError, Simulator, Turn
-from llm.simulator.faults import Fault
-from llm.validation import API_VERSION_2023
+from simulator.engine import SimError, Simulator, Turn
+from simulator.faults import Fault
+from simulator.validation import API_VERSION_2023
 
 FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 
