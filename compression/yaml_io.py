@@ -8,15 +8,22 @@ Guarantees:
   error names the line (the YAML mark for syntax, the key's node for a value).
 - Only keys present in the file change; the others keep their stored values.
 - Unknown keys are never dropped silently: each is returned as a warning (with its line).
+- Hostile text is refused quickly, naming the line: YAML aliases (``*name``: each one can multiply
+  the document, an "alias bomb"), nesting deeper than ``MAX_DEPTH``, more than ``MAX_NODES`` keys
+  and values, and a value YAML cannot read (a number of thousands of digits). All but the last are
+  screened on the parser's events before any node is built; text over ``MAX_CONFIG_BYTES`` (256 KB,
+  the admin's cap) is refused before it is parsed at all.
 - ``compression.threshold_percent`` is an alias of ``threshold``. Hermes uses a fraction (0.8 = 80 %);
   a value above 1 and at most 100 is read as a percentage (80 → 0.80) and a warning says so.
 - Hermes's older ``compression.abort_on_summary_failure`` (true → abort, false → fallback),
   ``model.default`` and a plain ``model: <name>`` are understood too.
 - Secrets are never exported. An ``auxiliary.compression.api_key`` in an imported file is stored
   (masked in the audit trail), and an export followed by an import leaves the stored key alone.
+- Like the admin form, an import cannot switch the terminal on where its sandbox cannot start.
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +40,7 @@ from compression.core.config import (
     group_fields,
     is_secret,
 )
+from compression import guards
 
 _SECTION_TO_GROUP = {path: group for group, path in YAML_SECTIONS.items()}
 # Aliases: (section path, key) → (group, field).
@@ -42,6 +50,19 @@ _ALIASES = {
     (("model",), "default"): ("model", "model"),
 }
 EXPORT_ORDER = ("model", "agent", "context", "compression", "auxiliary", "caching")
+MAX_CONFIG_BYTES = 256 * 1024
+# A config.yaml nests 3 levels; far deeper input only exhausts PyYAML's recursive composer.
+MAX_DEPTH = 32
+# A full Hermes config.yaml holds a few hundred keys and values. Building a node costs tens of
+# microseconds in the web process, so 256 KB of them (a list of 100,000 numbers) held it for seconds.
+MAX_NODES = 10_000
+_INT_TAG = "tag:yaml.org,2002:int"
+# libyaml when the PyYAML wheel carries it (it does on the common platforms): the same events,
+# nodes and marks, 10-20x faster than the pure-Python parser.
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_OPEN_EVENTS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE_EVENTS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
 
 class ConfigImportError(ValueError):
@@ -85,12 +106,60 @@ def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
 
+class _UnreadableValue(yaml.constructor.ConstructorError):
+    """A well-formed scalar whose value Python cannot build."""
+
+
+class _ConfigLoader(_BaseLoader):
+    """The safe loader, naming the line of a value it cannot build."""
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep=deep)
+        except ValueError as exc:  # int() past sys.get_int_max_str_digits(), a date like 2024-02-30
+            if node.tag == _INT_TAG:
+                problem = f"a whole number of more than {sys.get_int_max_str_digits()} digits cannot be read"
+            else:
+                problem = f"the value cannot be read ({exc})"
+            raise _UnreadableValue(None, None, problem, node.start_mark) from None
+
+
+def _screen(text: str) -> None:
+    """Refuse, from the parser's events alone, a document that is costly to build: aliases, deep
+    nesting, too many values. Syntax errors surface here as ``yaml.MarkedYAMLError``."""
+    depth = nodes = 0
+    for event in yaml.parse(text, Loader=_BaseLoader):
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent):
+            raise ConfigImportError([(line, f"YAML aliases (*{event.anchor}) are not accepted in config.yaml: "
+                                            "write the value out")])
+        if isinstance(event, _NODE_EVENTS):
+            nodes += 1
+            if nodes > MAX_NODES:
+                raise ConfigImportError([(line, f"the YAML holds more than {MAX_NODES:,} keys and values")])
+        if isinstance(event, _OPEN_EVENTS):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ConfigImportError([(line, f"the YAML is nested more than {MAX_DEPTH} levels deep")])
+        elif isinstance(event, _CLOSE_EVENTS):
+            depth -= 1
+
+
 def _compose(text: str) -> tuple[yaml.Node | None, Any]:
-    loader = yaml.SafeLoader(text)
     try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate, e.g. undecodable bytes read with surrogateescape
+        raise ConfigImportError([(None, "the file is not UTF-8 text")]) from None
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigImportError([(None, f"the file is larger than {MAX_CONFIG_BYTES // 1024} KB")])
+    loader = _ConfigLoader(text)
+    try:
+        _screen(text)
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
         return node, data
+    except _UnreadableValue as exc:
+        raise ConfigImportError([(exc.problem_mark.line + 1, exc.problem)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
@@ -134,7 +203,7 @@ def parse_config_yaml(text: str) -> ParsedConfig:
         raise ConfigImportError([(_line(node), "the top level must be a mapping of sections "
                                                "(compression:, model:, …)")])
     errors: list[tuple[int | None, str]] = []
-    constructor = yaml.SafeLoader("")
+    constructor = _ConfigLoader("")
 
     def value_of(value_node: yaml.Node) -> Any:
         return constructor.construct_object(value_node, deep=True)
@@ -209,6 +278,7 @@ def import_config(text: str, *, user=None, source: str = "import", dry_run: bool
         with transaction.atomic():
             before = settings_store.current()
             config = settings_store.save_groups(parsed.values, user=user, source=source)
+            _check_terminal(parsed, config)
             changes = _diff(before, config, parsed.values)
             if dry_run:
                 transaction.set_rollback(True)
@@ -216,6 +286,18 @@ def import_config(text: str, *, user=None, source: str = "import", dry_run: bool
         raise ConfigImportError(
             [(parsed.lines.get((e.group, e.field)), f"{e.key} {e.message}") for e in exc.all]) from None
     return ImportResult(changes=changes, warnings=parsed.warnings, config=config)
+
+
+def _check_terminal(parsed: ParsedConfig, config: RuntimeConfig) -> None:
+    """Refuse (inside the import's transaction, so nothing is kept) a terminal that cannot be sandboxed."""
+    agent = parsed.values.get("agent", {})
+    if not config.agent.terminal_enabled or not {"terminal_enabled", "terminal_network"} & set(agent):
+        return
+    reason = guards.terminal_sandbox_problem(network=config.agent.terminal_network)
+    if reason:
+        line = parsed.lines.get(("agent", "terminal_enabled")) or parsed.lines.get(("agent", "terminal_network"))
+        raise ConfigImportError([(line, f"agent.terminal_enabled cannot be true: the terminal's sandbox cannot "
+                                        f"start on this server ({reason})")])
 
 
 def _diff(before: RuntimeConfig, after: RuntimeConfig, groups: Mapping[str, Any]) -> dict:

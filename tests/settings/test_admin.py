@@ -34,7 +34,7 @@ INVALID = [
     ("auxiliary", "timeout", "4", "5–900"),
     ("auxiliary", "timeout", "901", "5–900"),
     ("caching", "cache_ttl", "10m", "5m / 1h"),
-    ("caching", "strategy", "every_message", "none, system_and_3"),
+    ("caching", "strategy", "every_message", "none, rolling_1h"),
     ("context", "engine", "two words", "a registered or plugin engine name"),
     ("model", "provider", "openai", "simulator, anthropic"),
     ("model", "model", "", "a model name"),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from compression.core import caching
 from compression.core import config as cfg
 from compression.core.config import (
     AuxiliaryConfig,
@@ -54,7 +55,7 @@ INVALID = [
     ("auxiliary", "timeout", 4, "5–900"),
     ("auxiliary", "timeout", 901, "5–900"),
     ("caching", "cache_ttl", "10m", "5m / 1h"),
-    ("caching", "strategy", "every_message", "none, system_and_3"),
+    ("caching", "strategy", "every_message", "none, rolling_1h"),
     ("context", "engine", "two words", "a registered or plugin engine name"),
     ("context", "engine", "", "a registered or plugin engine name"),
     ("model", "provider", "openai", "simulator, anthropic, openrouter, nous, custom"),
@@ -124,7 +125,7 @@ def test_it_has_the_spec_defaults():
         codex_gpt55_autoraise=True, codex_gpt55_autoraise_notice=True, codex_app_server_auto="native")
     assert (config.auxiliary.provider, config.auxiliary.model, config.auxiliary.base_url,
             config.auxiliary.timeout) == ("auto", "", "", 120)
-    assert (config.caching.cache_ttl, config.caching.strategy) == ("5m", "system_and_3")
+    assert (config.caching.cache_ttl, config.caching.strategy) == ("5m", "rolling_1h")
     assert config.context.engine == "compressor"
     assert (config.model.provider, config.model.model, config.model.context_length, config.model.max_tokens) == (
         "simulator", "sim-claude-200k", None, 4096)
@@ -177,10 +178,10 @@ def test_it_keeps_the_api_key_out_of_repr_and_error_messages():
 
 
 def test_it_accepts_strategies_registered_later(monkeypatch):
-    monkeypatch.setattr(cfg, "STRATEGIES", list(cfg.STRATEGIES))
+    monkeypatch.setattr(caching, "_STRATEGIES", dict(caching._STRATEGIES))  # the one registry, restored after
     with pytest.raises(ConfigValueError):
         cfg.build_caching(strategy="tools_and_summary")
-    cfg.register_strategy("tools_and_summary")
+    caching.register_cache_strategy("tools_and_summary", lambda messages, **kw: None)
     assert cfg.build_caching(strategy="tools_and_summary").strategy == "tools_and_summary"
 
 
