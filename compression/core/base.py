@@ -1,24 +1,54 @@
 """The pluggable context-engine contract (SPEC §2): ``ContextEngine`` and its result types.
 
 Guarantees: an engine needs only ``name``, ``update_from_response``, ``should_compress`` and
-``compress``; every optional hook has a harmless default, so a tiny engine is a few lines. Results
-are frozen dataclasses; on ``aborted``/``noop`` a result's ``messages`` is the caller's input list.
+``compress``; every other member the host uses exists here with a working default (token counts,
+the preflight hooks, ``preview``, ``blocked_reason``, state export), so a tiny engine is a few
+lines and still runs every turn. Configuration arrives through the constructor: the default
+``__init__`` derives ``threshold_tokens`` and ``tail_token_budget`` from the window (SPEC §4) and
+applies the summariser-window and per-session caps. Results are frozen dataclasses; on
+``aborted``/``noop`` a result's ``messages`` is the caller's input list.
+
+Progress: ``compress`` reports phases through ``on_progress(phase)``: ``"pruning"``,
+``"summarising"``, then, when the middle is read in several summariser calls, ``"summarising k/n"``
+before each call (``chunk_phase``/``parse_chunk_phase``), then ``"assembling"``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .thresholds import (
+    DEFAULT_TARGET_RATIO,
+    DEFAULT_THRESHOLD,
+    cap_threshold_tokens,
+    compute_tail_token_budget,
+    compute_threshold_tokens,
+)
+from .tokens import MESSAGE_OVERHEAD_TOKENS, MessageTokenCache, RunningTotal
+
 Status = Literal["compressed", "aborted", "noop"]
-ProgressCallback = Callable[[str], None]  # called with "pruning", "summarising", "assembling"
+ProgressCallback = Callable[[str], None]  # called with "pruning", "summarising", "summarising k/n", "assembling"
 
 PHASE_PRUNING = "pruning"
 PHASE_SUMMARISING = "summarising"
 PHASE_ASSEMBLING = "assembling"
+_CHUNK_PHASE = re.compile(rf"^{PHASE_SUMMARISING} (\d+)/(\d+)$")
+
+
+def chunk_phase(chunk: int, chunks: int) -> str:
+    """The progress phase for summariser call ``chunk`` of ``chunks``, e.g. ``"summarising 2/5"``."""
+    return f"{PHASE_SUMMARISING} {chunk}/{chunks}"
+
+
+def parse_chunk_phase(phase: str) -> tuple[int, int] | None:
+    """``(chunk, chunks)`` of a ``chunk_phase`` string, or None for any other phase."""
+    match = _CHUNK_PHASE.match(phase or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 @dataclass(frozen=True)
@@ -35,6 +65,15 @@ class CompressionResult:
     messages_after: int = 0
     fallback_used: bool = False
     focus_topic: str | None = None
+    # What the summariser actually read: messages and tokens of the rendered middle, and the calls
+    # it took (failed calls included). A model-written summary has messages_read == summarized_count;
+    # a local fallback summary or an abort reports what was read before the failure.
+    messages_read: int = 0
+    tokens_read: int = 0
+    summarizer_calls: int = 0
+    # Set when the auxiliary summariser failed and the fallback summariser (the main model) wrote
+    # the summary: the auxiliary failure, for a notice to staff that the route is misconfigured.
+    summarizer_fallback_reason: str = ""
 
     @property
     def compressed(self) -> bool:
@@ -62,6 +101,7 @@ class CompressionPreview:
     focus_topic: str | None = None
     first_compression: bool = True
     summarized_indices: tuple[int, int] = field(default=(0, 0))
+    summarizer_calls: int = 0
 
 
 class ContextEngine(ABC):
@@ -76,6 +116,30 @@ class ContextEngine(ABC):
     threshold_tokens: int = 0
     context_length: int = 0
     compression_count: int = 0
+    tail_token_budget: int = 0
+    # The cap the threshold was lowered to (the summariser's window or the session's stored
+    # threshold), or None; the gauge says so.
+    lowered_to_aux_window: int | None = None
+
+    def __init__(
+        self,
+        context_length: int = 0,
+        *,
+        threshold: float = DEFAULT_THRESHOLD,
+        target_ratio: float = DEFAULT_TARGET_RATIO,
+        max_tokens: int | None = None,
+        summarizer_context_length: int | None = None,
+        threshold_tokens_cap: int | None = None,
+        **_: Any,
+    ) -> None:
+        """The host's configuration (the same keywords the built-in takes; unknown ones are ignored)."""
+        self.context_length = int(context_length or 0)
+        if self.context_length > 0:
+            tokens = compute_threshold_tokens(self.context_length, threshold, max_tokens)
+            self.threshold_tokens, self.lowered_to_aux_window = cap_threshold_tokens(
+                tokens, summarizer_context_length, threshold_tokens_cap
+            )
+            self.tail_token_budget = compute_tail_token_budget(self.threshold_tokens, target_ratio)
 
     @abstractmethod
     def update_from_response(self, usage: Any) -> None:
@@ -97,6 +161,47 @@ class ContextEngine(ABC):
         """Compact ``messages``; never mutates them. ``kwargs`` may carry ``on_progress`` and ``extra_context``."""
 
     # Optional hooks -------------------------------------------------------------------------
+
+    def count_messages_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Token total of ``messages``: stored ``_tokens`` counts (else tiktoken) + per-message overhead."""
+        return sum(self._token_cache()(m) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+
+    def estimate_history_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Token total of an append-only history: O(new messages) since the previous call."""
+        running = self.__dict__.get("_base_running_total")
+        if running is None:
+            running = self.__dict__["_base_running_total"] = RunningTotal(self._token_cache())
+        return running(messages)
+
+    def _token_cache(self) -> MessageTokenCache:
+        cache = self.__dict__.get("_base_token_cache")
+        if cache is None:
+            cache = self.__dict__["_base_token_cache"] = MessageTokenCache()
+        return cache
+
+    def note_request_estimate(self, rough_tokens: int) -> None:
+        """The rough size of the request about to be sent (the built-in uses it as a preflight baseline)."""
+        return None
+
+    def preview(self, messages: Sequence[Mapping[str, Any]], focus_topic: str | None = None) -> CompressionPreview:
+        """What ``compress`` would do; an engine without a preview says so instead of guessing."""
+        return CompressionPreview(
+            has_content=False,
+            messages_before=len(messages),
+            tokens_before=self.count_messages_tokens(messages),
+            messages_to_summarize=0,
+            tokens_to_summarize=0,
+            head_messages=len(messages),
+            tail_messages=0,
+            pruned_count=0,
+            summary_budget=0,
+            reason=f"the {self.name or type(self).__name__} engine offers no preview",
+            focus_topic=focus_topic,
+        )
+
+    def blocked_reason(self) -> str | None:
+        """Why automatic compression is paused right now, in words for the user, or None."""
+        return None
 
     def is_available(self) -> bool:
         return True

@@ -4,9 +4,12 @@ Guarantees, for ``find_boundaries(...) -> Boundaries(start, end)`` (summarise ``
 - Head: the system message plus ``protect_first_n`` messages on the first compression only, the
   system message alone afterwards; ``start`` moves forward past tool messages, so the middle never
   starts inside a tool group.
-- Tail: a token walk back from the end within ``1.5 × tail_token_budget`` (re-walked at 1.0× when
-  the whole transcript fits), keeping at least ``max(3, min(protect_last_n, 8))`` messages and
-  leaving at least 2 to summarise when the transcript allows it.
+- Tail: a token walk back from the end within ``tail_token_budget``. The one message that crosses
+  the budget may still be kept when the tail then stays within ``1.5 × tail_token_budget`` (one
+  oversized message overshoots; the walk stops there, so the allowance never stretches the whole
+  walk). Re-walked without the allowance when the whole transcript fits; at least
+  ``max(3, min(protect_last_n, 8))`` messages are kept and at least 2 left to summarise when the
+  transcript allows it.
 - ``end`` never starts the tail on a tool result: a split tool group moves wholly into the tail.
 - The last real user message and the last assistant message with text are never summarised: the
   cut moves back to keep them in the tail; if one sits at the very start of the middle, it is kept
@@ -94,21 +97,25 @@ def find_tail_cut(
     compressible_tail_cap = max(MIN_TAIL_MESSAGES, available_tail - 2)  # leave ≥ 2 to summarise
     min_tail = min(min_tail_floor, compressible_tail_cap, available_tail) if available_tail > 1 else 0
 
-    def walk(ceiling: int) -> tuple[int, int]:
+    soft_ceiling = int(budget * TAIL_SOFT_CEILING)
+
+    def walk(allow_overshoot: bool) -> tuple[int, int]:
         acc, cut = 0, n
         for i in range(n - 1, head_end - 1, -1):
             tokens = token_counter(messages[i])
-            if acc + tokens > ceiling and (n - i) > min_tail:
+            if acc + tokens > budget and (n - i) > min_tail:
+                if allow_overshoot and acc + tokens <= soft_ceiling:
+                    acc += tokens  # the one message crossing the budget; the walk ends with it
+                    cut = i
                 break
             acc += tokens
             cut = i
         return cut, acc
 
-    soft_ceiling = int(budget * TAIL_SOFT_CEILING)
-    cut, acc = walk(soft_ceiling)
+    cut, acc = walk(allow_overshoot=True)
     if cut <= head_end and 0 < acc <= soft_ceiling:
-        # Everything fits in the 1.5× allowance: the raw budget still leaves something to compress.
-        cut, acc = walk(budget)
+        # Everything fits with the allowance: the raw budget still leaves something to compress.
+        cut, acc = walk(allow_overshoot=False)
     cut = min(cut, n - min_tail)
     if cut <= head_end:
         cut = max(n - min_tail, head_end + 1)

@@ -5,21 +5,36 @@ Guarantees:
   ``_tokens`` count) with valid tool pairs, exactly one summary, and never more tokens than the
   input; ``aborted``/``noop`` results hold the input list itself.
 - The core never talks to the network: the summary comes from the injected
-  ``summarizer(prompt, budget) -> str``, which may raise. ``SummarizerUnavailable`` (or no
-  summarizer at all) starts a 600 s cooldown, any other failure a 60 s one. By default a failure
-  aborts with the input unchanged; ``on_summary_failure="fallback"`` inserts the deterministic local
-  summary instead. During a cooldown an automatic ``compress`` returns ``aborted``/``cooldown``
-  without calling the summariser; ``force=True`` ignores the cooldown and the anti-thrash latch.
-- Anti-thrash: a compression saving < 10 % of the rough message tokens (and an automatic no-op) is
-  ineffective; after 2 in a row automatic compression stops until an effective compression or a
-  real prompt below the threshold.
-- Time comes only from the injected ``clock`` (monotonic) and ``wall_clock`` (persisted cooldowns).
+  ``summarizer(prompt, budget)``, which returns a str or a ``SummaryResult`` (text + stop_reason)
+  and may raise. The whole middle is read: in one call when it fits the summariser's window
+  (``summarizer_context_length``; when unknown, the 64,000-token minimum an auxiliary model must
+  have, so a call never overflows), otherwise in chunks, oldest first,
+  each updating the running summary (``chunked``). A summary that stopped at its output cap is a
+  failure (``SummaryTruncated``), never accepted half-written. When the summariser fails and a
+  ``fallback_summarizer`` (the main model) is given, it is tried once and the result says why.
+- ``SummarizerUnavailable`` (or no summarizer at all, or a summariser window that cannot hold a
+  chunk) starts a 600 s cooldown, any other failure a 60 s one. By default a failure aborts with the
+  input unchanged; ``on_summary_failure="fallback"`` inserts the deterministic local summary
+  instead. During a cooldown an automatic ``compress`` returns ``aborted``/``cooldown`` without
+  calling the summariser; ``force=True`` ignores the cooldown and the anti-thrash latch.
+- Anti-thrash (SPEC §5): one verdict per compaction. It is ineffective when it saved < 10 % of the
+  rough message tokens, or, judged on the next real prompt, when that prompt is still at or above
+  the threshold (a system prompt and tool schemas near the threshold); an automatic no-op is a
+  strike too. After ``ANTI_THRASH_LIMIT`` in a row automatic compression stops, and
+  ``blocked_reason()`` says why, until a real prompt below the threshold.
+- After assembly, images older than the newest image-bearing user message are replaced by a
+  placeholder (``media``).
+- Configuration comes through the constructor only: the summariser window and a per-session
+  ``threshold_tokens_cap`` lower ``threshold_tokens`` (and the tail budget) when smaller (SPEC §7.1).
+- Time comes only from the injected ``clock`` (monotonic) and ``wall_clock`` (persisted cooldowns);
+  today's date for the summary prompt is passed to ``compress(today=…)`` by the host.
 - Token counts come from a per-message cache honouring stored ``_tokens``: history is tokenised at
   most once per message object, and ``estimate_history_tokens`` is O(new messages) per turn.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import math
 import time
@@ -36,16 +51,21 @@ from .base import (
     CompressionResult,
     ContextEngine,
     ProgressCallback,
+    chunk_phase,
 )
 from .boundaries import Boundaries, find_boundaries
+from .chunked import SummaryPlan, SummaryRun, plan_summary, run_summary
 from .fallback import build_fallback_summary
 from .hygiene import should_defer_preflight
 from .markers import is_summary_message, summary_body_of, wrap_summary
+from .media import strip_historical_images
 from .pruning import prune_old_tool_results
-from .summary import SummarizerUnavailable, build_summary_prompt, clean_summary, summary_budget
+from .summary import SummarizerUnavailable, summary_budget
 from .thresholds import (
     DEFAULT_TARGET_RATIO,
     DEFAULT_THRESHOLD,
+    MINIMUM_CONTEXT_LENGTH,
+    cap_threshold_tokens,
     check_context_length,
     clamp_target_ratio,
     compute_max_summary_tokens,
@@ -66,13 +86,21 @@ from .usage import prompt_tokens_of
 
 log = logging.getLogger(__name__)
 
-Summarizer = Callable[[str, int], str]
+Summarizer = Callable[[str, int], Any]  # returns a str or a SummaryResult
 
 TRANSIENT_COOLDOWN_SECONDS = 60
 NO_AUX_MODEL_COOLDOWN_SECONDS = 600
 INEFFECTIVE_SAVINGS_PCT = 10.0
-INEFFECTIVE_LIMIT = 2
+# SPEC §5: this many ineffective compactions in a row stop automatic compression. The one
+# definition: the host's pages and metrics import it.
+ANTI_THRASH_LIMIT = 2
 ON_FAILURE_CHOICES = ("abort", "fallback")
+
+# Why the last compaction was judged ineffective (persisted, so the page can say it).
+INEFFECTIVE_LOW_SAVINGS = "low_savings"
+INEFFECTIVE_STILL_OVER = "still_over_threshold"
+INEFFECTIVE_NOTHING = "nothing_to_compress"
+INEFFECTIVE_NO_REDUCTION = "no_reduction"
 
 REASON_COOLDOWN = "cooldown"
 REASON_INEFFECTIVE = "ineffective"
@@ -80,7 +108,7 @@ REASON_NOTHING = "nothing to compress"
 REASON_NO_REDUCTION = "no reduction"
 REASON_SUMMARY_FAILED = "summary failed"  # prefix of the reason; the failure follows after ": "
 NO_AUX_MODEL = "no auxiliary model configured"
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -113,10 +141,22 @@ class ContextCompressor(ContextEngine):
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         token_counter: Callable[[Mapping[str, Any]], int] | None = None,
+        summarizer_context_length: int | None = None,
+        threshold_tokens_cap: int | None = None,
+        fallback_summarizer: Summarizer | None = None,
     ) -> None:
+        """``summarizer_context_length``: the auxiliary model's window (for ``auxiliary.provider =
+        auto`` the main model's). It sizes the chunks the middle is read in and caps the threshold
+        (SPEC §7.1). None (unknown): chunks are sized for the 64,000-token minimum an auxiliary
+        model must have, which never overflows but may take more calls, and the threshold is kept.
+        ``threshold_tokens_cap``: the session's stored threshold, if any.
+        ``fallback_summarizer``: tried once when ``summarizer`` fails (the main model)."""
         if on_summary_failure not in ON_FAILURE_CHOICES:
             raise ValueError(f"on_summary_failure must be one of {ON_FAILURE_CHOICES} (got {on_summary_failure!r})")
         self.summarizer = summarizer
+        self.fallback_summarizer = fallback_summarizer
+        self.configured_summarizer_context_length = _positive_int(summarizer_context_length)
+        self.threshold_tokens_cap = _positive_int(threshold_tokens_cap)
         self.on_summary_failure = on_summary_failure
         self.protect_first_n = max(0, int(protect_first_n))
         self.protect_last_n = max(1, int(protect_last_n))
@@ -148,7 +188,14 @@ class ContextCompressor(ContextEngine):
         self.context_length = context_length
         self.threshold = decision.threshold
         self.threshold_notice = decision.notice
-        self.threshold_tokens = compute_threshold_tokens(context_length, self.threshold, self.max_tokens)
+        self.summarizer_context_length = self.configured_summarizer_context_length or min(
+            context_length, MINIMUM_CONTEXT_LENGTH
+        )
+        self.threshold_tokens, self.lowered_to_aux_window = cap_threshold_tokens(
+            compute_threshold_tokens(context_length, self.threshold, self.max_tokens),
+            self.configured_summarizer_context_length,
+            self.threshold_tokens_cap,
+        )
         self.tail_token_budget = compute_tail_token_budget(self.threshold_tokens, self.target_ratio)
         self.max_summary_tokens = compute_max_summary_tokens(context_length)
 
@@ -159,6 +206,7 @@ class ContextCompressor(ContextEngine):
         *,
         max_tokens: int | None = None,
         provider: str | None = None,
+        summarizer_context_length: int | None = None,
         **_: Any,
     ) -> None:
         """Switch model/window; recomputes the budgets and forgets the old model's real-usage calibration."""
@@ -168,6 +216,8 @@ class ContextCompressor(ContextEngine):
             self.provider = provider
         if max_tokens is not None:
             self.max_tokens = normalise_max_tokens(max_tokens)
+        if summarizer_context_length is not None:
+            self.configured_summarizer_context_length = _positive_int(summarizer_context_length)
         self._configure(context_length or self.context_length)
         self.last_prompt_tokens = 0
         self.last_real_prompt_tokens = 0
@@ -175,6 +225,8 @@ class ContextCompressor(ContextEngine):
         self._rough_baseline = 0
         self._pending_rough = 0
         self.ineffective_count = 0
+        self.ineffective_reason = ""
+        self._verdict_pending = False
 
     def _reset_session_state(self) -> None:
         self.compression_count = 0
@@ -182,6 +234,8 @@ class ContextCompressor(ContextEngine):
         self.last_real_prompt_tokens = 0
         self.previous_summary: str | None = None
         self.ineffective_count = 0
+        self.ineffective_reason = ""
+        self._verdict_pending = False  # a compaction awaits its verdict from the next real prompt
         self.last_failure: str | None = None
         self.last_savings_pct: float | None = None
         self._cooldown_deadline = 0.0
@@ -211,6 +265,7 @@ class ContextCompressor(ContextEngine):
     def update_from_response(self, usage: Any) -> None:
         prompt = prompt_tokens_of(usage)
         self._awaiting_real_usage = False
+        verdict_pending, self._verdict_pending = self._verdict_pending, False  # consumed either way
         if not prompt:
             self.last_prompt_tokens = 0  # no real usage: callers fall back to the rough estimate
             return
@@ -218,10 +273,19 @@ class ContextCompressor(ContextEngine):
         self.last_real_prompt_tokens = prompt
         if prompt < self.threshold_tokens:
             self.ineffective_count = 0  # a fitting real prompt re-opens automatic compression
+            self.ineffective_reason = ""
             self._rough_baseline = self._pending_rough or self._rough_baseline
         else:
             self._rough_baseline = 0
+            if verdict_pending:
+                # The compaction did not bring the real prompt under the threshold: what is left is
+                # mostly the system prompt and tool schemas, which no compaction can shrink.
+                self._strike(INEFFECTIVE_STILL_OVER)
         self._pending_rough = 0
+
+    def _strike(self, why: str) -> None:
+        self.ineffective_count += 1
+        self.ineffective_reason = why
 
     def cooldown_remaining(self) -> float:
         return max(0.0, self._cooldown_deadline - self._clock())
@@ -234,7 +298,15 @@ class ContextCompressor(ContextEngine):
                 f"Compression is cooling down for {math.ceil(remaining)} s after a failed summary "
                 f"({self._cooldown_reason or 'summary failed'}). Use /compress to retry now."
             )
-        if self.ineffective_count >= INEFFECTIVE_LIMIT:
+        if self.ineffective_count >= ANTI_THRASH_LIMIT:
+            if self.ineffective_reason == INEFFECTIVE_STILL_OVER:
+                return (
+                    f"Automatic compression is paused: after the last {self.ineffective_count} compressions "
+                    f"the prompt was still over the compression threshold ({self.threshold_tokens:,} "
+                    "tokens), so the system prompt and tool schemas alone take up most of it. Raise "
+                    "compression.threshold, use a model with a larger window, or start a new conversation; "
+                    "/compress still runs on request."
+                )
             return (
                 "Automatic compression is paused: the last compressions saved less than 10 % of the "
                 "context. Try /compress <topic> to focus the summary, or start a new conversation."
@@ -291,11 +363,16 @@ class ContextCompressor(ContextEngine):
         return self._plan(messages).bounds.has_content
 
     def preview(self, messages: Sequence[Mapping[str, Any]], focus_topic: str | None = None) -> CompressionPreview:
-        """What ``compress`` would summarise now; no summariser call, no state change."""
+        """What ``compress`` would summarise now (and in how many calls); no summariser call, no state change."""
         plan = self._plan(messages)
         start, end = plan.bounds.start, plan.bounds.end
         turns = plan.pruned[start:end] if plan.bounds.has_content else []
         turn_tokens = self.count_messages_tokens(turns)
+        budget = summary_budget(turn_tokens, self.max_summary_tokens)
+        calls = 0
+        if turns:
+            reading = self._plan_reading(turns, budget, self._find_previous_summary(messages), focus_topic, None, None)
+            calls = len(reading.chunks)
         return CompressionPreview(
             has_content=plan.bounds.has_content,
             messages_before=len(messages),
@@ -305,32 +382,71 @@ class ContextCompressor(ContextEngine):
             head_messages=start,
             tail_messages=len(messages) - end if plan.bounds.has_content else len(messages) - start,
             pruned_count=plan.pruned_count,
-            summary_budget=summary_budget(turn_tokens, self.max_summary_tokens),
+            summary_budget=budget,
             reason="" if plan.bounds.has_content else REASON_NOTHING,
             focus_topic=focus_topic,
             first_compression=plan.first_compression,
             summarized_indices=(start, end) if plan.bounds.has_content else (start, start),
+            summarizer_calls=calls,
         )
 
     def _start_cooldown(self, seconds: float, reason: str) -> None:
         self._cooldown_deadline = self._clock() + seconds
         self._cooldown_reason = reason
 
-    def _summarise(self, prompt: str, budget: int) -> tuple[str | None, str]:
-        """``(body, "")`` on success, ``(None, reason)`` on failure (with the matching cooldown)."""
-        if self.summarizer is None:
+    def _plan_reading(
+        self,
+        turns: Sequence[Mapping[str, Any]],
+        budget: int,
+        previous: str | None,
+        focus_topic: str | None,
+        extra_context: str | None,
+        today: datetime.date | str | None,
+    ) -> SummaryPlan:
+        return plan_summary(
+            turns, window=self.summarizer_context_length, budget=budget, previous_summary=previous,
+            focus_topic=focus_topic, extra_context=extra_context, today=today,
+        )
+
+    def _summarise(
+        self,
+        reading: SummaryPlan,
+        budget: int,
+        previous: str | None,
+        focus_topic: str | None,
+        extra_context: str | None,
+        today: datetime.date | str | None,
+        progress: Callable[[str], None],
+    ) -> tuple[SummaryRun, str]:
+        """The run over every chunk and ``""`` on success, or the failure reason (with its cooldown)."""
+        if self.summarizer is None and self.fallback_summarizer is None:
             self._start_cooldown(NO_AUX_MODEL_COOLDOWN_SECONDS, NO_AUX_MODEL)
-            return None, NO_AUX_MODEL
-        try:
-            return clean_summary(self.summarizer(prompt, budget)), ""
-        except SummarizerUnavailable as exc:
+            return SummaryRun(None, SummarizerUnavailable(NO_AUX_MODEL), 0, 0, 0), NO_AUX_MODEL
+        if not reading.feasible:
+            reason = reading.infeasible_reason(budget)
+            self._start_cooldown(NO_AUX_MODEL_COOLDOWN_SECONDS, reason)
+            return SummaryRun(None, SummarizerUnavailable(reason), 0, 0, 0), reason
+
+        def on_chunk(k: int, n: int) -> None:
+            if n > 1:
+                progress(chunk_phase(k, n))
+
+        run = run_summary(
+            reading, (self.summarizer, self.fallback_summarizer), budget=budget, previous_summary=previous,
+            focus_topic=focus_topic, extra_context=extra_context, today=today, on_chunk=on_chunk,
+        )
+        if run.fallback_used:
+            log.warning("The auxiliary summariser failed (%s); the fallback summariser was used", run.primary_failure)
+        if run.error is None:
+            return run, ""
+        exc = run.error
+        if isinstance(exc, SummarizerUnavailable):
             reason = str(exc) or NO_AUX_MODEL
             self._start_cooldown(NO_AUX_MODEL_COOLDOWN_SECONDS, reason)
-            return None, reason
-        except Exception as exc:  # the summariser is an edge: any failure must leave the session intact
+        else:
             reason = f"{type(exc).__name__}: {exc}"[:300]
             self._start_cooldown(TRANSIENT_COOLDOWN_SECONDS, reason)
-            return None, reason
+        return run, reason
 
     def compress(
         self,
@@ -341,10 +457,13 @@ class ContextCompressor(ContextEngine):
         *,
         on_progress: ProgressCallback | None = None,
         extra_context: str | None = None,
+        today: datetime.date | str | None = None,
         **_: Any,
     ) -> CompressionResult:
+        """Compact ``messages`` (see the module docstring). ``today``: the user's date for the prompt."""
         tokens_before = self.count_messages_tokens(messages)
         n_before = len(messages)
+        run = SummaryRun(None, None, 0, 0, 0)
 
         def unchanged(status: str, reason: str, pruned: int = 0) -> CompressionResult:
             return CompressionResult(
@@ -357,6 +476,10 @@ class ContextCompressor(ContextEngine):
                 messages_before=n_before,
                 messages_after=n_before,
                 focus_topic=focus_topic,
+                messages_read=run.messages_read,
+                tokens_read=run.tokens_read,
+                summarizer_calls=run.calls,
+                summarizer_fallback_reason=run.primary_failure,
             )
 
         def progress(phase: str) -> None:
@@ -370,14 +493,14 @@ class ContextCompressor(ContextEngine):
             self._cooldown_deadline = 0.0
         elif self.cooldown_remaining() > 0:
             return unchanged("aborted", REASON_COOLDOWN)
-        elif self.ineffective_count >= INEFFECTIVE_LIMIT:
+        elif self.ineffective_count >= ANTI_THRASH_LIMIT:
             return unchanged("aborted", REASON_INEFFECTIVE)
 
         progress(PHASE_PRUNING)
         plan = self._plan(messages)
         if not plan.bounds.has_content:
             if not force:
-                self.ineffective_count += 1  # an automatic no-op is a strike (#40803)
+                self._strike(INEFFECTIVE_NOTHING)  # an automatic no-op is a strike (#40803)
             return unchanged("noop", REASON_NOTHING, plan.pruned_count)
 
         start, end = plan.bounds.start, plan.bounds.end
@@ -386,12 +509,11 @@ class ContextCompressor(ContextEngine):
         # messages belongs to another session and must not leak in (#38788).
         previous = self._find_previous_summary(messages)
         budget = summary_budget(self.count_messages_tokens(turns), self.max_summary_tokens)
-        prompt = build_summary_prompt(
-            turns, budget=budget, previous_summary=previous, focus_topic=focus_topic, extra_context=extra_context
-        )
 
         progress(PHASE_SUMMARISING)
-        body, failure = self._summarise(prompt, budget)
+        reading = self._plan_reading(turns, budget, previous, focus_topic, extra_context, today)
+        run, failure = self._summarise(reading, budget, previous, focus_topic, extra_context, today, progress)
+        body = run.body
         fallback = False
         if body is None:
             self.last_failure = failure
@@ -401,21 +523,26 @@ class ContextCompressor(ContextEngine):
             fallback = True
 
         progress(PHASE_ASSEMBLING)
-        out = assemble(plan.pruned, start, end, body, fallback=fallback)
+        out = strip_historical_images(assemble(plan.pruned, start, end, body, fallback=fallback))
         for i, msg in enumerate(out):
             if TOKENS_KEY not in msg:
                 out[i] = {**msg, TOKENS_KEY: self._tokens(msg)}
         tokens_after = self.count_messages_tokens(out)
         if tokens_after > tokens_before:
             if not force:
-                self.ineffective_count += 1
+                self._strike(INEFFECTIVE_NO_REDUCTION)
             return unchanged("aborted", f"{REASON_NO_REDUCTION}: the summary is larger than the turns it replaces")
 
         rough_before = estimate_messages_tokens_rough(messages)
         rough_after = estimate_messages_tokens_rough(out)
         savings = 100.0 * (rough_before - rough_after) / rough_before if rough_before else 0.0
         self.last_savings_pct = savings
-        self.ineffective_count = self.ineffective_count + 1 if savings < INEFFECTIVE_SAVINGS_PCT else 0
+        # One verdict per compaction: now when it saved too little, else on the next real prompt.
+        if savings < INEFFECTIVE_SAVINGS_PCT:
+            self._strike(INEFFECTIVE_LOW_SAVINGS)
+            self._verdict_pending = False
+        else:
+            self._verdict_pending = True
         self.compression_count += 1
         self.previous_summary = body
         if not fallback:
@@ -425,8 +552,9 @@ class ContextCompressor(ContextEngine):
         self._awaiting_real_usage = True
         self._pending_rough = 0
         log.info(
-            "Compressed: %d -> %d messages (~%d -> %d tokens, %.0f%% rough savings)",
-            n_before, len(out), tokens_before, tokens_after, savings,
+            "Compressed: %d -> %d messages (~%d -> %d tokens, %.0f%% rough savings; summariser read %d "
+            "messages, %d tokens in %d calls)",
+            n_before, len(out), tokens_before, tokens_after, savings, run.messages_read, run.tokens_read, run.calls,
         )
         return CompressionResult(
             messages=out,
@@ -441,6 +569,10 @@ class ContextCompressor(ContextEngine):
             messages_after=len(out),
             fallback_used=fallback,
             focus_topic=focus_topic,
+            messages_read=run.messages_read,
+            tokens_read=run.tokens_read,
+            summarizer_calls=run.calls,
+            summarizer_fallback_reason=run.primary_failure,
         )
 
     # Status and persistence -------------------------------------------------------------------
@@ -452,6 +584,9 @@ class ContextCompressor(ContextEngine):
             tail_token_budget=self.tail_token_budget,
             max_summary_tokens=self.max_summary_tokens,
             ineffective_count=self.ineffective_count,
+            anti_thrash_limit=ANTI_THRASH_LIMIT,
+            summarizer_context_length=self.summarizer_context_length,
+            lowered_to_aux_window=self.lowered_to_aux_window,
             cooldown_remaining=self.cooldown_remaining(),
             blocked_reason=self.blocked_reason(),
             last_failure=self.last_failure,
@@ -468,6 +603,8 @@ class ContextCompressor(ContextEngine):
             "cooldown_until": self._wall_clock() + remaining if remaining > 0 else None,
             "cooldown_reason": self._cooldown_reason if remaining > 0 else "",
             "ineffective_count": self.ineffective_count,
+            "ineffective_reason": self.ineffective_reason,
+            "verdict_pending": self._verdict_pending,
             "last_prompt_tokens": self.last_prompt_tokens,
             "last_real_prompt_tokens": self.last_real_prompt_tokens,
             "awaiting_real_usage": self._awaiting_real_usage,
@@ -480,6 +617,8 @@ class ContextCompressor(ContextEngine):
         self.compression_count = int(state.get("compression_count") or 0)
         self.previous_summary = state.get("previous_summary") or None
         self.ineffective_count = int(state.get("ineffective_count") or 0)
+        self.ineffective_reason = str(state.get("ineffective_reason") or "")
+        self._verdict_pending = bool(state.get("verdict_pending"))
         self.last_prompt_tokens = int(state.get("last_prompt_tokens") or 0)
         self.last_real_prompt_tokens = int(state.get("last_real_prompt_tokens") or 0)
         self._awaiting_real_usage = bool(state.get("awaiting_real_usage"))
@@ -491,3 +630,9 @@ class ContextCompressor(ContextEngine):
             if remaining > 0:
                 self._cooldown_deadline = self._clock() + remaining
                 self._cooldown_reason = str(state.get("cooldown_reason") or "")
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return value

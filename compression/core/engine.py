@@ -17,6 +17,8 @@ from .base import (
     ContextEngine,
     ProgressCallback,
     Status,
+    chunk_phase,
+    parse_chunk_phase,
 )
 from .registry import (
     BUILTIN_ENGINE,
@@ -40,8 +42,10 @@ __all__ = [
     "ContextEngine",
     "ProgressCallback",
     "Status",
+    "chunk_phase",
     "get_context_engine",
     "get_plugin_dir",
+    "parse_chunk_phase",
     "register_context_engine",
     "registered_engines",
     "reset_registry",

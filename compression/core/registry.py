@@ -5,7 +5,9 @@ Guarantees:
   are called with the keyword arguments their signature accepts; a registered instance is deep-copied,
   so no two sessions share mutable engine state.
 - ``"compressor"`` (and an empty name) is always the built-in. A plugin is only loaded when its name
-  is asked for; a missing or broken one logs a warning naming it and falls back to the built-in.
+  is asked for; a missing or broken one, or a registered engine that cannot be built (a factory
+  that raises, an instance that cannot be deep-copied), logs a warning naming it and falls back to
+  the built-in: selecting an engine never raises.
 - The plugin folder root is configurable (``set_plugin_dir`` or ``plugin_dir=``); default
   ``<repo>/plugins/context_engine/``. Plugin names are plain identifiers, never paths.
 """
@@ -179,6 +181,11 @@ def get_context_engine(
         except Exception:
             log.exception("Context engine plugin %r failed to load", name)
     if name in _registered:
-        return _instantiate(_registered[name], kwargs)
+        try:
+            return _instantiate(_registered[name], kwargs)
+        except Exception:
+            log.warning("Context engine %r could not be built — falling back to the built-in compressor", name,
+                        exc_info=True)
+            return _builtin(kwargs)
     log.warning("Context engine %r not found — falling back to the built-in compressor", name)
     return _builtin(kwargs)

@@ -1,26 +1,36 @@
-"""Phase 3 of compression (SPEC §6): what the summariser is asked, and how its answer is cleaned.
+"""Phase 3 of compression (SPEC §6): what the summariser is asked, and how its answer is read.
 
 Guarantees:
-- ``serialize_for_summary`` renders turns as ``[USER]: …``, ``[ASSISTANT]: …`` + ``[Tool calls: …]``
-  and ``[TOOL RESULT <id>]: …``; any message over 6,000 chars keeps its first 4,000 and last 1,500;
-  images become ``[image]``; every secret is redacted before the text leaves the process.
+- ``serialize_message`` renders one turn as ``[USER]: …``, ``[ASSISTANT]: …`` + ``[Tool calls: …]``
+  or ``[TOOL RESULT <id>]: …``; any message over 6,000 chars keeps its first 4,000 and last 1,500;
+  images become ``[image]``; ``<think>``/reasoning blocks and thinking parts of assistant content
+  are left out; every secret is redacted before the text leaves the process.
+- ``serialize_for_summary`` renders every turn, whole: nothing is dropped to fit a size (a middle
+  too big for one call is split into chunks by ``chunked``, never cut).
 - ``build_summary_prompt`` asks for exactly the SPEC template, in the user's language, concrete, no
-  secrets, with the token budget as guidance. From the second compression on it carries the
-  previous summary with update instructions; a focus topic asks for full detail on that topic
-  (about 60–70 % of the budget); extra context (memory providers) is passed through, redacted.
+  secrets, with the token budget as guidance. From the second compression (or the second chunk)
+  on it carries the previous summary with update instructions; a focus topic asks for full detail
+  on that topic (about 60–70 % of the budget); extra context (memory providers) is passed through,
+  redacted; given today's date, it asks for completed actions as dated, past-tense facts.
+- ``summary_text_of`` accepts what a summariser returns (a str, a ``SummaryResult`` or any object
+  with ``text`` and ``stop_reason``) and raises ``SummaryTruncated`` for an answer that stopped at
+  its output cap: a half-written summary is never accepted.
 - ``clean_summary`` turns the raw answer into a body (think-blocks, prefixes and end markers
   removed, secrets redacted) and raises ``SummaryFailed`` on an empty answer.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .markers import MERGED_KEY, is_summary_only, split_merged, strip_summary_wrapping
 from .redact import redact
-from .tokens import content_text, count_images
+from .template import SUMMARY_TEMPLATE, TEMPLATE_HEADINGS  # noqa: F401  (re-exported: defined once there)
+from .tokens import call_function, content_text, count_images
 
 CONTENT_MAX = 6_000
 CONTENT_HEAD = 4_000
@@ -29,35 +39,11 @@ TOOL_ARGS_MAX = 1_500
 TOOL_ARGS_HEAD = 1_200
 SUMMARY_RATIO = 0.20
 MIN_SUMMARY_TOKENS = 2_000
-SERIALIZED_MAX_CHARS = 160_000  # what a 64K-token summariser can take with room for the template
-
-SUMMARY_TEMPLATE = """## Goal
-[What the user is trying to accomplish]
-
-## Constraints & Preferences
-[User preferences, coding style, constraints, important decisions]
-
-## Progress
-### Done
-[Completed work — specific file paths, commands run, results]
-### In Progress
-[Work currently underway]
-### Blocked
-[Any blockers or issues encountered, with exact error messages]
-
-## Key Decisions
-[Important technical decisions and why]
-
-## Relevant Files
-[Files read, modified, or created — with a brief note on each]
-
-## Next Steps
-[What needs to happen next]
-
-## Critical Context
-[Specific values, error messages, configuration details — never secrets]"""
-
-TEMPLATE_HEADINGS = tuple(line for line in SUMMARY_TEMPLATE.splitlines() if line.startswith("#"))
+# The output cap a summary call needs: the budget is guidance, so the cap leaves room to finish.
+SUMMARY_OUTPUT_RATIO = 2
+SUMMARY_OUTPUT_MIN_TOKENS = 4_096
+# Stop reasons meaning "cut off at the output cap" (Anthropic, OpenAI-style).
+TRUNCATED_STOP_REASONS = frozenset({"max_tokens", "length"})
 
 _PREAMBLE = (
     "You are a summarisation assistant creating a context checkpoint for an ongoing conversation "
@@ -77,6 +63,7 @@ _ITERATIVE_INSTRUCTIONS = (
 )
 
 _THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>\s*", re.S | re.I)
+_THINKING_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning"})
 
 
 class SummaryFailed(Exception):
@@ -85,6 +72,44 @@ class SummaryFailed(Exception):
 
 class SummarizerUnavailable(SummaryFailed):
     """No auxiliary model is configured (or it is unusable): 600 s cooldown."""
+
+
+class SummaryTruncated(SummaryFailed):
+    """The summary stopped at the call's output cap: a failure, never accepted half-written."""
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """What a summariser may return instead of a plain str, so a cut-off answer can be recognised."""
+
+    text: str
+    stop_reason: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        return self.stop_reason in TRUNCATED_STOP_REASONS
+
+
+def summary_max_tokens(budget: int) -> int:
+    """The output cap for a summary call of ``budget`` tokens: twice the budget, at least 4,096.
+
+    The engine reserves this much of the summariser's window for the answer; a host may send a
+    smaller cap (its model's output limit) but never one below the budget.
+    """
+    return max(SUMMARY_OUTPUT_MIN_TOKENS, SUMMARY_OUTPUT_RATIO * max(0, int(budget)))
+
+
+def summary_text_of(answer: Any) -> str:
+    """The text of a summariser's answer; ``SummaryTruncated`` when it stopped at its output cap."""
+    if answer is None or isinstance(answer, str):
+        return answer or ""
+    stop_reason = str(getattr(answer, "stop_reason", "") or "")
+    if stop_reason in TRUNCATED_STOP_REASONS:
+        raise SummaryTruncated(
+            f"the summary stopped at the output cap (stop_reason={stop_reason}) and would be half-written"
+        )
+    text = getattr(answer, "text", answer)
+    return text if isinstance(text, str) else ("" if text is None else str(text))
 
 
 def summary_budget(turn_tokens: int, max_summary_tokens: int) -> int:
@@ -99,8 +124,17 @@ def truncate_middle(text: str) -> str:
     return text[:CONTENT_HEAD] + "\n...[truncated]...\n" + text[-CONTENT_TAIL:]
 
 
-def _render_content(content: Any) -> str:
+def strip_reasoning(text: str) -> str:
+    """``text`` without inline ``<think>``/``<thinking>``/``<reasoning>`` blocks."""
+    return _THINK_BLOCK.sub("", text) if "<" in text else text
+
+
+def _render_content(content: Any, *, reasoning: bool = True) -> str:
+    if not reasoning and isinstance(content, list):
+        content = [p for p in content if not (isinstance(p, Mapping) and p.get("type") in _THINKING_PARTS)]
     text = content_text(content)
+    if not reasoning:
+        text = strip_reasoning(text).strip()
     images = count_images(content)
     if images:
         text = (text + "\n" if text else "") + " ".join(["[image]"] * images)
@@ -108,8 +142,8 @@ def _render_content(content: Any) -> str:
 
 
 def _render_call(call: Any) -> str:
-    fn = call.get("function") if isinstance(call, Mapping) else None
-    if not isinstance(fn, Mapping):
+    fn = call_function(call)
+    if not fn:
         return "  (unreadable tool call)"
     args = fn.get("arguments")
     args = args if isinstance(args, str) else ("" if args is None else str(args))
@@ -124,12 +158,14 @@ def _render_message(msg: Mapping[str, Any]) -> str | None:
         return None  # the previous summary is passed separately, never as a turn
     content = split_merged(msg)[1] if msg.get(MERGED_KEY) else msg.get("content")
     role = str(msg.get("role") or "unknown")
-    text = truncate_middle(_render_content(content))
+    # The model's reasoning is not part of the record: only what it said and did is summarised.
+    text = truncate_middle(_render_content(content, reasoning=role != "assistant"))
     if role == "tool":
         block = f"[TOOL RESULT {msg.get('tool_call_id') or '?'}]: {text}"
     elif role == "assistant":
         block = f"[ASSISTANT]: {text}"
-        calls = msg.get("tool_calls") or ()
+        calls = msg.get("tool_calls")
+        calls = calls if isinstance(calls, (list, tuple)) else ()
         if calls:
             block += "\n[Tool calls:\n" + "\n".join(_render_call(c) for c in calls) + "\n]"
     else:
@@ -143,41 +179,17 @@ def serialize_message(msg: Mapping[str, Any]) -> str | None:
     return None if block is None else redact(block)
 
 
-def serialize_for_summary(turns: Sequence[Mapping[str, Any]], max_chars: int = SERIALIZED_MAX_CHARS) -> str:
-    """The turns as one redacted text, at most about ``max_chars`` long.
+def serialize_for_summary(turns: Sequence[Mapping[str, Any]]) -> str:
+    """Every turn as one redacted text, blocks joined by blank lines; nothing is left out."""
+    return "\n\n".join(block for block in (serialize_message(m) for m in turns) if block is not None)
 
-    Over the cap, the oldest third and the newest two thirds are kept around an omission marker, so
-    a huge middle still yields a prompt the summariser can take; only kept turns are rendered.
-    """
-    head_budget = max_chars // 3
-    tail_budget = max_chars - head_budget
-    tail: list[str] = []
-    used = 0
-    i = len(turns) - 1
-    while i >= 0:
-        block = _render_message(turns[i])
-        if block is not None:
-            if used + len(block) > tail_budget and tail:
-                break
-            tail.append(block)
-            used += len(block) + 2
-        i -= 1
-    if i < 0:
-        blocks = tail[::-1]
-    else:
-        head: list[str] = []
-        used = 0
-        for j in range(i + 1):
-            block = _render_message(turns[j])
-            if block is None:
-                continue
-            if used + len(block) > head_budget:
-                break
-            head.append(block)
-            used += len(block) + 2
-        omitted = i + 1 - len(head)
-        blocks = head + [f"[... {omitted} turns omitted here to fit the summariser ...]"] + tail[::-1]
-    return "\n\n".join(redact(block) for block in blocks)
+
+def _date_text(today: datetime.date | str | None) -> str:
+    if isinstance(today, datetime.datetime):
+        return today.date().isoformat()
+    if isinstance(today, datetime.date):
+        return today.isoformat()
+    return " ".join(str(today or "").split())[:40]
 
 
 def build_summary_prompt(
@@ -187,9 +199,16 @@ def build_summary_prompt(
     previous_summary: str | None = None,
     focus_topic: str | None = None,
     extra_context: str | None = None,
+    today: datetime.date | str | None = None,
+    serialized: str | None = None,
 ) -> str:
-    """The single prompt sent to the auxiliary model (first summary or iterative update)."""
-    serialized = serialize_for_summary(turns)
+    """One prompt for the auxiliary model (first summary or iterative update).
+
+    ``serialized`` is the already rendered text of the turns (one chunk of a larger middle); by
+    default all of ``turns`` is rendered. ``today`` is the host's date (the core reads no clock).
+    """
+    if serialized is None:
+        serialized = serialize_for_summary(turns)
     parts = [_PREAMBLE]
     if previous_summary:
         parts.append("You are updating a compaction summary. " + _ITERATIVE_INSTRUCTIONS)
@@ -208,6 +227,13 @@ def build_summary_prompt(
         f"Target about {budget:,} tokens. Be concrete: paths, commands, values, errors. Write only the "
         f"summary body."
     )
+    date = _date_text(today)
+    if date:
+        parts.append(
+            f"Today's date is {date}. Write completed actions as dated, past-tense facts (for example "
+            f'"Fixed the failing import in app.py on {date}."). Never put a date on work that has not '
+            f"happened yet."
+        )
     if focus_topic and focus_topic.strip():
         topic = redact(" ".join(focus_topic.split()))
         parts.append(
@@ -219,8 +245,9 @@ def build_summary_prompt(
 
 
 def clean_summary(raw: Any) -> str:
-    """The summary body from the summariser's answer; raises ``SummaryFailed`` when it is empty."""
-    text = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
+    """The summary body from the summariser's answer; raises ``SummaryFailed`` when it is empty
+    and ``SummaryTruncated`` when the answer reports that it stopped at its output cap."""
+    text = summary_text_of(raw)
     stripped = _THINK_BLOCK.sub("", text).strip() or text.strip()
     body = strip_summary_wrapping(stripped)
     if not body:

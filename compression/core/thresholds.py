@@ -79,6 +79,18 @@ def compute_threshold_tokens(context_length: int, threshold: float = DEFAULT_THR
     return floored
 
 
+def cap_threshold_tokens(threshold_tokens: int, *caps: int | None) -> tuple[int, int | None]:
+    """``(threshold, lowered_to)``: the threshold lowered to the smallest positive cap below it.
+
+    The caps are the summariser's window (SPEC §7.1: it must be able to read what it summarises)
+    and a per-session stored threshold; ``lowered_to`` is None when no cap applied.
+    """
+    limit = min((int(c) for c in caps if isinstance(c, int) and not isinstance(c, bool) and c > 0), default=None)
+    if limit is not None and limit < threshold_tokens:
+        return limit, limit
+    return threshold_tokens, None
+
+
 def compute_tail_token_budget(threshold_tokens: int, target_ratio: float = DEFAULT_TARGET_RATIO) -> int:
     return int(threshold_tokens * clamp_target_ratio(target_ratio))
 

@@ -9,6 +9,9 @@ Guarantees:
 - ``count_tokens`` accepts untrusted text: special-token strings such as ``<|endoftext|>`` are
   counted as ordinary text and never raise.
 - Image parts count a flat ``IMAGE_TOKENS`` (1,500) and their base64 payload is never counted as text.
+- A tool call counts its whole serialised envelope (id, type, name and arguments) and a tool result
+  its ``tool_call_id``: the API bills those characters too. Entries that are not dicts (``None`` in
+  ``tool_calls``) count nothing and never raise.
 - ``message_tokens`` honours a precomputed count stored on the message under ``_tokens`` so a
   history whose counts were stored once (on the DB row) is never re-tokenised. The stored value is
   ``compute_message_tokens(msg)``: text tokens + 1,500 per image, without the per-message overhead
@@ -26,6 +29,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from json.encoder import encode_basestring  # the C escaper json itself uses
 from pathlib import Path
 from typing import Any
 
@@ -150,16 +154,69 @@ def count_images(content: Any) -> int:
     return 0
 
 
-def message_text(msg: Mapping[str, Any]) -> str:
-    """Every countable character of a message: content, tool calls (names and arguments) and names."""
-    pieces = [content_text(msg.get("content"))]
-    for call in msg.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        pieces.append(str(fn.get("name") or ""))
-        pieces.append(str(fn.get("arguments") or ""))
+def tool_calls_of(msg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The message's tool calls that are dicts; anything else in ``tool_calls`` is skipped."""
+    calls = msg.get("tool_calls")
+    if not calls or not isinstance(calls, (list, tuple)):
+        return []
+    return [c for c in calls if isinstance(c, dict) or isinstance(c, Mapping)]  # dict first: the fast check
+
+
+def call_function(call: Any) -> Mapping[str, Any]:
+    """A tool call's ``function`` part (name and arguments), or ``{}`` when it is missing or malformed."""
+    fn = call.get("function") if isinstance(call, Mapping) else None
+    return fn if isinstance(fn, Mapping) else {}
+
+
+# One encoder for every envelope: json.dumps with non-default options builds a new one per call.
+_ENVELOPE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def tool_call_envelope(call: Mapping[str, Any]) -> str:
+    """One tool call as it travels: compact JSON of id, type, name and arguments (metadata keys dropped)."""
+    return _ENVELOPE_ENCODER.encode(_wire(call))
+
+
+def _wire(call: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in call.items() if not str(k).startswith("_")}
+
+
+def _envelope_len(call: Mapping[str, Any]) -> int:
+    """``len(tool_call_envelope(call))``; the usual ``{id, type, function: {name, arguments}}`` shape
+    of strings is measured without building the JSON (the rough estimate runs every turn)."""
+    if len(call) == 3:
+        fn, call_id, kind = call.get("function"), call.get("id"), call.get("type")
+        if type(call_id) is str and type(kind) is str and type(fn) is dict and len(fn) == 2:
+            name, args = fn.get("name"), fn.get("arguments")
+            if type(name) is str and type(args) is str:
+                # {"id":…,"type":…,"function":{"name":…,"arguments":…}}: 49 characters of keys and punctuation
+                return (49 + len(encode_basestring(call_id)) + len(encode_basestring(kind))
+                        + len(encode_basestring(name)) + len(encode_basestring(args)))
+    return len(tool_call_envelope(call))
+
+
+def _envelope_texts(msg: Mapping[str, Any]) -> list[str]:
+    pieces = [tool_call_envelope(call) for call in tool_calls_of(msg)]
+    if msg.get("tool_call_id"):
+        pieces.append(str(msg["tool_call_id"]))
     if msg.get("name"):
         pieces.append(str(msg["name"]))
-    return "".join(pieces)
+    return pieces
+
+
+def _envelope_chars(msg: Mapping[str, Any]) -> int:
+    n = sum(_envelope_len(call) for call in tool_calls_of(msg)) if msg.get("tool_calls") else 0
+    call_id, name = msg.get("tool_call_id"), msg.get("name")
+    if call_id:
+        n += len(str(call_id))
+    if name:
+        n += len(str(name))
+    return n
+
+
+def message_text(msg: Mapping[str, Any]) -> str:
+    """Every countable character of a message: content, tool-call envelopes, result id and name."""
+    return "".join([content_text(msg.get("content")), *_envelope_texts(msg)])
 
 
 def _content_chars(content: Any) -> int:
@@ -175,13 +232,7 @@ def _content_chars(content: Any) -> int:
 
 def message_chars(msg: Mapping[str, Any]) -> int:
     """``len(message_text(msg))`` without building the string (the rough estimate stays O(messages))."""
-    n = _content_chars(msg.get("content"))
-    for call in msg.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        n += len(str(fn.get("name") or "")) + len(str(fn.get("arguments") or ""))
-    if msg.get("name"):
-        n += len(str(msg["name"]))
-    return n
+    return _content_chars(msg.get("content")) + _envelope_chars(msg)
 
 
 def estimate_message_tokens_rough(msg: Mapping[str, Any]) -> int:
@@ -225,7 +276,7 @@ def estimate_request_tokens_rough(
 
 
 def compute_message_tokens(msg: Mapping[str, Any]) -> int:
-    """Tokenise one message with tiktoken: its text (content, tool calls, name) + 1,500 per image."""
+    """Tokenise one message with tiktoken: its text (content, call envelopes, ids, name) + 1,500 per image."""
     return count_tokens(message_text(msg)) + IMAGE_TOKENS * count_images(msg.get("content"))
 
 

@@ -56,20 +56,32 @@ def test_it_moves_a_tail_cut_inside_a_tool_group_back_to_its_call():
     assert align_boundary_backward(msgs, 4) == 4  # after the whole group: nothing to fix
 
 
-def test_it_walks_the_tail_within_one_and_a_half_budgets():
+def test_it_walks_the_tail_within_the_budget_plus_the_one_message_that_crosses_it():
     msgs = chat(40, tokens=400)
     n = len(msgs)
-    # 1.5 × 2,000 = 3,000 → seven 400-token messages (2,800); the raw budget alone would keep five.
-    assert find_tail_cut(msgs, 4, 2_000, protect_last_n=3, token_counter=size) == n - 7
+    # Five 400-token messages fill the 2,000 budget; the sixth crosses it (2,400 <= 3,000) and ends
+    # the walk. The 1.5x allowance is not a second budget: a seventh (2,800) is not kept.
+    assert find_tail_cut(msgs, 4, 2_000, protect_last_n=3, token_counter=size) == n - 6
 
 
 def test_it_lets_one_oversized_message_overshoot_the_budget():
     small = [sized(user("s1"), 100), sized(assistant("s2"), 100), sized(user("s3"), 100), sized(assistant("s4"), 100)]
     msgs = chat(20) + [sized(user("huge"), 2_500)] + small
-    # 400 + 2,500 = 2,900 fits under 1.5 × 2,000; one more 100 reaches exactly 3,000.
-    assert find_tail_cut(msgs, 4, 2_000, protect_last_n=3, token_counter=size) == len(msgs) - 6
+    # 400 + 2,500 = 2,900 fits under 1.5 × 2,000, so the huge message stays, and the walk ends there.
+    assert find_tail_cut(msgs, 4, 2_000, protect_last_n=3, token_counter=size) == len(msgs) - 5
     msgs = chat(20) + [sized(user("too huge"), 3_100)] + small
     assert find_tail_cut(msgs, 4, 2_000, protect_last_n=3, token_counter=size) == len(msgs) - 4
+
+
+def test_it_never_stretches_the_whole_tail_to_one_and_a_half_budgets():
+    # Messages of 700-1,300 tokens behind a 20,000-token budget: the old walk kept ~29,000 tokens.
+    msgs = [sized(system(), 10)]
+    for i in range(120):
+        msgs.append(sized(user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}"), 700 + (i * 137) % 600))
+    cut = find_tail_cut(msgs, 1, 20_000, protect_last_n=20, token_counter=size)
+    kept = [m["_tokens"] for m in msgs[cut:]]
+    assert sum(kept[1:]) <= 20_000 < sum(kept) <= 20_000 + max(kept)  # only the crossing message overshoots
+    assert sum(kept) < 22_000
 
 
 def test_it_keeps_a_floor_of_min_protect_last_n_and_8_but_at_least_3():

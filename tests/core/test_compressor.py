@@ -266,11 +266,13 @@ def test_it_resets_the_latch_on_a_real_prompt_below_the_threshold(make_compresso
     assert engine.should_compress(150_000)
 
 
-def test_it_resets_the_latch_after_an_effective_compression(make_compressor):
+def test_it_judges_a_compression_effective_on_the_next_real_prompt(make_compressor):
     engine = make_compressor()
     engine.ineffective_count = 1
     engine.compress(long_chat())
     assert engine.last_savings_pct > 10
+    assert engine.ineffective_count == 1  # saving > 10 % alone is no verdict: the real prompt decides
+    engine.update_from_response({"input_tokens": 40_000})  # under the 100,000 threshold
     assert engine.ineffective_count == 0
 
 

@@ -18,6 +18,9 @@ MODULES = [
     "compression.core.caching",
     "compression.core.fallback",
     "compression.core.registry",
+    "compression.core.chunked",
+    "compression.core.media",
+    "compression.core.template",
 ]
 
 

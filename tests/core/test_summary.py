@@ -5,6 +5,7 @@ from compression.core.markers import END_MARKER, SUMMARY_PREFIX, strip_summary_w
 from compression.core.redact import redact
 from compression.core.summary import (
     SUMMARY_TEMPLATE,
+    TEMPLATE_HEADINGS,
     SummaryFailed,
     build_summary_prompt,
     clean_summary,
@@ -83,13 +84,11 @@ def test_it_redacts_tool_call_arguments():
     assert "supersecretvalue" not in serialize_message(msg)
 
 
-def test_it_caps_a_huge_middle_keeping_oldest_and_newest_turns():
+def test_it_serialises_every_turn_of_a_huge_middle():
     turns = [user(f"turn-{i} " + "w" * 3_000) for i in range(200)]
-    text = serialize_for_summary(turns, max_chars=30_000)
-    assert len(text) < 40_000
-    assert "turn-0 " in text and "turn-199 " in text
-    assert "turns omitted here" in text
-    assert "turn-100 " not in text
+    text = serialize_for_summary(turns)
+    assert all(f"turn-{i} " in text for i in range(200))
+    assert "omitted" not in text
 
 
 def test_it_asks_for_exactly_the_spec_template():
@@ -153,7 +152,7 @@ def test_it_builds_a_marked_deterministic_fallback():
     assert text.startswith(FALLBACK_NOTICE)
     for heading in ("## Goal", "### Done", "### Blocked", "## Relevant Files", "## Critical Context"):
         assert heading in text
-    assert "read_file app/views.py" in text and "terminal pytest -q" in text
+    assert "read_file app/views.py" in text and "terminal `pytest -q`" in text
     assert "ImportError" in text
     assert "app/views.py" in text
     assert "ghp_abc" not in text
@@ -165,3 +164,62 @@ def test_it_bounds_the_fallback_summary():
     turns = [user("x" * 5_000 + f" file{i}.py") for i in range(50)]
     turns += [result(f"e{i}", f"error {i} " * 500) for i in range(50)]
     assert len(build_fallback_summary(turns, "boom", previous_summary="p" * 50_000)) <= FALLBACK_MAX_CHARS
+
+
+def test_the_fallback_keeps_the_command_that_ran_and_where():
+    turns = [*tool_group("c1", "terminal", "ok", command="python /repo/scripts/fix.py", workdir="/repo")]
+    text = build_fallback_summary(turns, "timeout")
+    assert "Called terminal `python /repo/scripts/fix.py` in /repo" in text
+    assert "Called terminal /repo" not in text
+
+
+def test_the_fallback_keeps_windows_paths_whole():
+    turns = [user(r"please fix C:\Users\ana\project\app\views.py and D:/data/report.csv")]
+    text = build_fallback_summary(turns, "timeout")
+    relevant = text.split("## Relevant Files", 1)[1].split("##", 1)[0]
+    assert r"- C:\Users\ana\project\app\views.py" in relevant
+    assert "- D:/data/report.csv" in relevant
+    assert "- views.py" not in relevant
+
+
+def test_the_fallback_uses_the_template_headings_in_order():
+    text = build_fallback_summary([user("hi")], "down")
+    assert [line for line in text.splitlines() if line.startswith("#")] == list(TEMPLATE_HEADINGS)
+
+
+def test_the_template_headings_are_defined_once_in_the_core():
+    from compression.core import template
+
+    assert TEMPLATE_HEADINGS is template.TEMPLATE_HEADINGS and SUMMARY_TEMPLATE is template.SUMMARY_TEMPLATE
+    assert list(TEMPLATE_HEADINGS) == HEADINGS
+
+
+def test_it_leaves_assistant_reasoning_out_of_what_the_summariser_reads():
+    think = assistant("<think>secret plan: try rm -rf</think>I will edit app.py.\n<reasoning>more</reasoning>Done.")
+    parts = {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "private chain of thought", "signature": "sig"},
+        {"type": "text", "text": "Visible answer."},
+    ]}
+    text = serialize_for_summary([think, parts])
+    assert "secret plan" not in text and "more" not in text and "private chain" not in text
+    assert "I will edit app.py." in text and "Done." in text and "Visible answer." in text
+    # A user quoting a tag is the user's words: kept.
+    assert "<think>" in serialize_message(user("what does <think>x</think> mean?"))
+
+
+def test_it_gives_today_as_a_date_for_completed_actions_when_the_host_passes_it():
+    import datetime
+
+    prompt = build_summary_prompt([user("hi")], budget=2_000, today=datetime.date(2026, 7, 14))
+    assert "Today's date is 2026-07-14" in prompt and "dated, past-tense facts" in prompt
+    assert "Today's date" not in build_summary_prompt([user("hi")], budget=2_000)
+
+
+def test_it_passes_the_date_to_every_summariser_call(make_compressor, summarizer):
+    import datetime
+
+    msgs = [{"role": "system", "content": "s"}] + [
+        (user if i % 2 == 0 else assistant)(f"m{i} " + "word " * 600) for i in range(170)]
+    make_compressor(200_000, summarizer_context_length=64_000).compress(msgs, force=True, today=datetime.date(2026, 1, 2))
+    assert len(summarizer.calls) > 1
+    assert all("Today's date is 2026-01-02" in prompt for prompt, _ in summarizer.calls)

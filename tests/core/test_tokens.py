@@ -1,3 +1,4 @@
+import json
 import math
 
 import tiktoken
@@ -48,13 +49,15 @@ def test_it_estimates_rough_tokens_as_ceil_chars_over_four():
     assert estimate_tokens_rough("x" * 400) == 100
 
 
-def test_it_counts_content_tool_calls_and_names_in_the_rough_message_estimate():
+def test_it_counts_content_tool_call_envelopes_ids_and_names_in_the_rough_message_estimate():
+    envelope = '{"id":"1","type":"function","function":{"name":"abcd","arguments":"yyyyyy"}}'
     msgs = [
         {"role": "user", "content": "x" * 10},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "abcd", "arguments": "y" * 6}}]},
+        {"role": "assistant", "content": None, "tool_calls": [json.loads(envelope)]},
         {"role": "tool", "tool_call_id": "1", "name": "abcd", "content": "z" * 4},
     ]
-    assert estimate_messages_tokens_rough(msgs) == math.ceil((10 + 4 + 6 + 4 + 4) / 4)
+    # content 10 + the call's whole envelope + the result's content 4, tool_call_id 1 and name 4
+    assert estimate_messages_tokens_rough(msgs) == math.ceil((10 + len(envelope) + 4 + 1 + 4) / 4)
 
 
 def test_it_counts_each_image_part_flat_and_never_its_base64():
@@ -120,3 +123,36 @@ def test_it_recounts_a_rewritten_history_in_the_running_total():
     first = [{"role": "user", "content": str(i)} for i in range(10)]
     assert running(first) == 50
     assert running(first[5:]) == 25
+
+
+def test_it_counts_the_envelopes_of_parallel_tool_calls_as_billed():
+    calls = [
+        {"id": f"toolu_01A{i}bcDEfgHIjkLMnoPQ", "type": "function",
+         "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/mod{i}.py"})}}
+        for i in range(4)
+    ]
+    msg = {"role": "assistant", "content": None, "tool_calls": calls}
+    envelopes = json.dumps(calls)
+    # Names and arguments alone scored 32 tokens; the envelopes (ids, types, structure) are what the
+    # API is sent, about chars/4 of their JSON.
+    assert compute_message_tokens(msg) >= len(envelopes) / 4 * 0.9
+    assert estimate_messages_tokens_rough([msg]) >= len(envelopes) / 4 * 0.9
+    for call_ in calls:
+        assert call_["id"] in t.message_text(msg)
+
+
+def test_it_counts_a_tool_results_call_id():
+    bare = {"role": "tool", "content": "ok"}
+    with_id = {**bare, "tool_call_id": "toolu_01ABCDEFGHIJKLMNOPQRSTUV"}
+    assert compute_message_tokens(with_id) > compute_message_tokens(bare)
+    assert estimate_messages_tokens_rough([with_id]) > estimate_messages_tokens_rough([bare])
+
+
+def test_it_keeps_the_rough_character_count_equal_to_the_counted_text():
+    msgs = [
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "bc"}],
+         "tool_calls": [{"id": "1", "type": "function", "function": {"name": "n", "arguments": "{}"}}, None]},
+        {"role": "tool", "tool_call_id": "1", "name": "n", "content": "ünï"},
+    ]
+    for msg in msgs:
+        assert t.message_chars(msg) == len(t.message_text(msg))
