@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 
-.PHONY: run test test-fast test-integration browser-deps
+.PHONY: run test test-fast test-integration browser-deps sandbox-deps
 
 run: $(VENV)/.runtime
 	$(PY) -m hermes_web.launch
@@ -26,14 +26,20 @@ browser-deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
+# Debian's bubblewrap: the terminal tool runs every command in its sandbox, and never without it.
+sandbox-deps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; }
+
 # Fast tier on SQLite with no services, then the integration tier (real Redis, Celery worker,
 # Daphne, simulator, Chromium) on SQLite and, when DATABASE_URL is set, on that database too.
-test: $(VENV)/.dev browser-deps
+test: $(VENV)/.dev browser-deps sandbox-deps
 	env -u DATABASE_URL $(PYTEST) -m "not integration"
 	env -u DATABASE_URL $(PYTEST) -m integration
 	@if [ -n "$$DATABASE_URL" ]; then echo "integration tier on DATABASE_URL"; $(PYTEST) -m integration; fi
 
-test-fast: $(VENV)/.dev
+test-fast: $(VENV)/.dev sandbox-deps
 	env -u DATABASE_URL $(PYTEST) -m "not integration"
 
 test-integration: $(VENV)/.dev browser-deps

@@ -1,4 +1,5 @@
-"""The Celery app: queues `agent` (chat turns) and `compression` (compression jobs)."""
+"""The Celery app: queues `agent` (chat turns) and `compression` (compression jobs), on a Redis
+broker transport that survives a Redis restart while a late-acknowledged task is running."""
 from __future__ import annotations
 
 import os
@@ -7,8 +8,47 @@ import threading
 
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
+from kombu.transport import TRANSPORT_ALIASES
+from kombu.transport import redis as kombu_redis
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_web.settings")
+
+
+class RedisChannel(kombu_redis.Channel):
+    """kombu's Redis channel, able to reach Redis after its transport was detached.
+
+    When the broker connection drops, Celery's consumer (5.7) calls `Connection.collect()` and then
+    `Connection.close()`. For Redis, `collect()` closes the channels, but closing the consuming
+    channel stops at the pending BRPOP reply (the socket is dead), and `collect()` then detaches
+    the transport (`transport.client = None`). The later `close()` finishes closing that channel:
+    it restores the unacknowledged message of the running task (`task_acks_late`), builds a new
+    connection pool from `transport.client.hostname` and raises AttributeError, which kombu does
+    not treat as a connection error: the worker stops for good once its task ends. The task's own
+    ack goes through the same closed channel. Remembering the connection parameters while the
+    transport is attached lets both reach Redis (or fail with a connection error, which kombu and
+    Celery handle) and the consumer reconnects.
+    """
+
+    def __init__(self, *args, **kwargs):
+        self._params_while_attached: dict[bool, dict] = {}
+        super().__init__(*args, **kwargs)
+        self._connparams(asynchronous=False)  # remembered now, while the transport is attached
+
+    def _connparams(self, asynchronous=False):
+        transport = self.connection
+        if transport is not None and transport.client is not None:
+            self._params_while_attached[asynchronous] = super()._connparams(asynchronous=asynchronous)
+        return dict(self._params_while_attached[asynchronous])
+
+
+class RedisTransport(kombu_redis.Transport):
+    Channel = RedisChannel
+
+
+# redis:// and rediss:// broker URLs use this transport in every process that loads the app (the
+# worker, the web processes publishing turns). Registered under kombu's own scheme names, so the
+# URL scheme still selects it, rediss:// keeps kombu's TLS defaults and logs show redis:// URLs.
+TRANSPORT_ALIASES["redis"] = TRANSPORT_ALIASES["rediss"] = "hermes_web.celery:RedisTransport"
 
 app = Celery("hermes_web")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -1,13 +1,18 @@
 """`make run`: check the configuration, migrate, ensure an admin login, then start every process
-under honcho (Procfile). Bad configuration stops here with one line naming the variable."""
+of the Procfile under supervisord, which restarts any that exits while the others keep serving.
+Bad configuration stops here with one line naming the variable."""
 from __future__ import annotations
 
+import fcntl
 import os
+import secrets
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 from hermes_web.config import BASE_DIR, ConfigError, env_int
+from hermes_web.procs import supervisor_config
 
 PY = sys.executable
 
@@ -27,6 +32,14 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def append_when_a_file(fd: int) -> None:
+    """supervisord writes its own lines through this descriptor and the programs' output through
+    a second, append-mode handle of /dev/stdout. Redirected to a file (`make run > run.log`) without
+    append mode, the two would overwrite each other."""
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
 
 
 def manage(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -63,7 +76,9 @@ def main() -> None:
             fail(f"REDIS_URL: Redis is unreachable ({reason})")
     if not port_free(web_port):
         fail(f"HERMES_PORT: port {web_port} is already in use (set HERMES_PORT to a free port)")
-    if not env.get("ANTHROPIC_API_KEY"):
+    from llm.routes import simulator_needed
+
+    if simulator_needed(env):
         if not port_free(sim_port):
             fail(f"HERMES_SIMULATOR_PORT: port {sim_port} is already in use (set HERMES_SIMULATOR_PORT to a free port)")
         processes.append("simulator")
@@ -78,9 +93,20 @@ def main() -> None:
     print(f"Hermes Web: http://127.0.0.1:{web_port}/  (Ctrl-C stops every process)")
     if "simulator" in processes:
         print(f"No ANTHROPIC_API_KEY: the offline model simulator answers on 127.0.0.1:{sim_port}.")
+    run_dir = config.data_dir() / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    conf = run_dir / "supervisord.conf"
+    conf.touch(mode=0o600)
+    conf.chmod(0o600)  # it holds the control socket's password
+    conf.write_text(supervisor_config(procfile=BASE_DIR / "Procfile", names=processes, directory=BASE_DIR,
+                                      run_dir=run_dir, password=secrets.token_urlsafe(24)))
+    supervisorctl = Path(PY).parent / "supervisorctl"
+    print(f"A process that exits is restarted; `{supervisorctl} -c {conf} status` lists them.")
     sys.stdout.flush()
-    honcho = str(Path(PY).parent / "honcho")
-    os.execve(honcho, [honcho, "-f", str(BASE_DIR / "Procfile"), "-d", str(BASE_DIR), "start", *processes], env)
+    append_when_a_file(sys.stdout.fileno())
+    # supervisord replaces this process: Ctrl-C (SIGINT) reaches it and it stops every program.
+    supervisord = str(Path(PY).parent / "supervisord")
+    os.execve(supervisord, [supervisord, "-n", "-c", str(conf)], env)
 
 
 if __name__ == "__main__":

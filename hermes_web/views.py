@@ -1,4 +1,5 @@
-"""Project-level views: the health probe."""
+"""Project-level views: the health probe (status for anyone, the parts only for staff or the
+metrics bearer token: they name hosts and errors)."""
 from __future__ import annotations
 
 import time
@@ -11,6 +12,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from hermes_web.probes import WORKER_HEARTBEAT_PREFIX, redis_client
+from staff.views import metrics_token_ok
 
 
 def _database() -> dict:
@@ -41,5 +43,7 @@ def healthz(request):
     database = _database()
     redis, workers = _redis_and_workers()
     ok = database["ok"] and redis["ok"] and workers["ok"]
-    body = {"status": "ok" if ok else "degraded", "database": database, "redis": redis, "workers": workers}
+    body = {"status": "ok" if ok else "degraded"}
+    if (request.user.is_authenticated and request.user.is_staff) or metrics_token_ok(request):
+        body.update(database=database, redis=redis, workers=workers)
     return JsonResponse(body, status=200 if ok else 503)

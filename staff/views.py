@@ -15,17 +15,27 @@ from staff import metrics as prometheus
 from staff import selectors
 
 
+DASHBOARD_PERMISSION = "agent_sessions.view_conversation"
+
+
 @never_cache
 @require_GET
 def dashboard(request):
     # LoginRequiredMiddleware already sent anonymous visitors to the login page.
     if not request.user.is_staff:
         raise Http404("No such page")
+    # It lists every conversation by title and owner: staff need the permission to view them
+    # (superusers have it), as in the admin.
+    if not request.user.has_perm(DASHBOARD_PERMISSION):
+        return HttpResponseForbidden("Forbidden: the staff dashboard needs the permission \"Conversations | "
+                                     "Conversation | Can view conversation\" (granted on the user's page in the "
+                                     "admin).\n", content_type="text/plain; charset=utf-8")
     cfg = settings_store.current()
     return render(request, "staff/dashboard.html", {**selectors.dashboard(cfg=cfg), "cfg": cfg})
 
 
-def _bearer_token_ok(request) -> bool:
+def metrics_token_ok(request) -> bool:
+    """The request carries `Authorization: Bearer $HERMES_METRICS_TOKEN` (never, when it is unset)."""
     expected = getattr(settings, "HERMES_METRICS_TOKEN", "") or ""
     if not expected:
         return False
@@ -40,7 +50,7 @@ def _bearer_token_ok(request) -> bool:
 @require_safe
 def metrics(request):
     user = request.user
-    if not ((user.is_authenticated and user.is_staff) or _bearer_token_ok(request)):
+    if not ((user.is_authenticated and user.is_staff) or metrics_token_ok(request)):
         return HttpResponseForbidden("Forbidden: staff session or metrics bearer token required.\n",
                                      content_type="text/plain; charset=utf-8")
     return HttpResponse(prometheus.render(selectors.metrics_snapshot()), content_type=prometheus.CONTENT_TYPE)

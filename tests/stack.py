@@ -59,7 +59,7 @@ class Stack:
 
     def start_simulator(self, port: int | None = None) -> str:
         port = port or free_port()
-        proc = self._spawn("simulator", [sys.executable, "-m", "llm.simulator", "--host", "127.0.0.1", "--port", str(port)])
+        proc = self._spawn("simulator", [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port)])
         wait_for_port(port, proc, what="simulator")
         url = f"http://127.0.0.1:{port}"
         self.env["HERMES_SIMULATOR_URL"] = url
@@ -77,6 +77,14 @@ class Stack:
     def start_web(self, name: str = "web", port: int | None = None) -> int:
         port = port or free_port()
         proc = self._spawn(name, [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                  "hermes_web.asgi:application"])
+        wait_for_port(port, proc, what=name)
+        return port
+
+    def start_procfile_web(self, name: str = "web", port: int | None = None) -> int:
+        """Daphne as the Procfile starts it (`python -m hermes_web.procs web`)."""
+        port = port or free_port()
+        proc = self._spawn(name, [sys.executable, "-m", "hermes_web.procs", "web", "-b", "127.0.0.1", "-p", str(port),
                                   "hermes_web.asgi:application"])
         wait_for_port(port, proc, what=name)
         return port

@@ -2,6 +2,7 @@
 with their token count computed once, and building the session's engine from settings + state."""
 from __future__ import annotations
 
+from django.db import transaction
 from django.db.models import Max
 
 from compression.core.tokens import compute_message_tokens
@@ -37,12 +38,15 @@ def context_messages(session: Session) -> list[dict]:
 
 
 def next_seq(session: Session) -> int:
+    """The session's next `seq`. Only meaningful while holding the append lock (`message_append`)."""
     top = session.messages.aggregate(top=Max("seq"))["top"]
     return 0 if top is None else top + 1
 
 
 def message_append(*, session: Session, role: str, content, tool_calls=None, tool_call_id: str = "", name: str = "",
                    visible: bool = True, is_summary: bool = False, seq: int | None = None) -> Message:
+    """Store a message at the end of the session: `seq` is MAX + 1 read and written under one lock,
+    and unique per session (the database refuses a duplicate)."""
     chat = {"role": role, "content": content}
     if tool_calls:
         chat["tool_calls"] = tool_calls
@@ -50,8 +54,16 @@ def message_append(*, session: Session, role: str, content, tool_calls=None, too
         chat["tool_call_id"] = tool_call_id
     if name:
         chat["name"] = name
-    return Message.objects.create(
-        conversation_id=session.conversation_id, session=session, seq=next_seq(session) if seq is None else seq,
-        role=role, content=content, tool_calls=tool_calls or None, tool_call_id=tool_call_id or "", name=name or "",
-        token_count=compute_message_tokens(chat), visible=visible, is_summary=is_summary,
-    )
+    token_count = compute_message_tokens(chat)
+    with transaction.atomic():
+        # Appenders to one conversation take turns, holding the lock until their transaction ends.
+        # PostgreSQL: the conversation row (the lock a model switch takes first, and turn_submit
+        # updates after appending, so no two transactions wait on each other in opposite order).
+        # SQLite: transactions begin IMMEDIATE (hermes_web/config.py), holding the database's write
+        # lock before MAX(seq) is read; SELECT ... FOR UPDATE is a no-op there.
+        list(Conversation.objects.select_for_update(no_key=True).filter(pk=session.conversation_id).values_list("pk"))
+        return Message.objects.create(
+            conversation_id=session.conversation_id, session=session, seq=next_seq(session) if seq is None else seq,
+            role=role, content=content, tool_calls=tool_calls or None, tool_call_id=tool_call_id or "", name=name or "",
+            token_count=token_count, visible=visible, is_summary=is_summary,
+        )

@@ -47,8 +47,12 @@ def test_it_refuses_a_socket_for_another_users_conversation(live, alice, bob):
     assert asyncio.run(attempt(None)) == 403
 
 
-def test_healthz_is_green_with_database_redis_and_a_worker(live):
-    with urllib.request.urlopen(f"http://127.0.0.1:{live.web_port}/healthz", timeout=10) as response:
+def test_healthz_is_green_with_database_redis_and_a_worker(live, admin_user):
+    from tests.integration.helpers import session_cookie
+
+    request = urllib.request.Request(f"http://127.0.0.1:{live.web_port}/healthz",
+                                     headers={"Cookie": f"sessionid={session_cookie(admin_user)}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
         body = json.loads(response.read())
     assert response.status == 200
     assert body["status"] == "ok"

@@ -5,8 +5,13 @@ import pytest
 
 @pytest.fixture
 def carol(django_user_model):
-    """Staff, not a superuser."""
-    return django_user_model.objects.create_user("carol", password="carol-password-1", is_staff=True)
+    """Staff, not a superuser, allowed to view conversations (what the dashboard lists)."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("carol", password="carol-password-1", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_conversation",
+                                                     content_type__app_label="agent_sessions"))
+    return user
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from pathlib import Path
 
@@ -13,15 +14,31 @@ def terminal(workspace, command, **options):
     return run_tool("terminal", {"command": command}, workspace=workspace, terminal_enabled=True, **options)
 
 
-def _gone(pid: int, within: float = 5.0) -> bool:
-    """The process no longer runs (absent, or a zombie nobody reaped yet)."""
+def _marked_sleep() -> tuple[str, bytes]:
+    """A `sleep 60` told apart from every other process by a unique extra (summed) duration.
+
+    Commands run in their own pid namespace, so a pid they report means nothing here: the host's
+    /proc is searched for the command line instead.
+    """
+    extra = f"0.{secrets.randbelow(10**9):09d}"
+    return f"sleep 60 {extra}", b"\0".join([b"sleep", b"60", extra.encode(), b""])
+
+
+def _running(cmdline: bytes) -> bool:
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes() == cmdline:
+                return True  # a zombie's cmdline is empty: only live processes match
+        except OSError:
+            pass
+    return False
+
+
+def _gone(cmdline: bytes, within: float = 5.0) -> bool:
+    """No process with that command line runs (it ended, or is a zombie nobody reaped yet)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state == "Z":
+        if not _running(cmdline):
             return True
         time.sleep(0.05)
     return False
@@ -55,20 +72,29 @@ def test_it_does_not_pass_server_secrets_to_commands(workspace, monkeypatch):
 
 
 def test_it_kills_the_process_group_on_timeout(workspace):
+    background, cmdline = _marked_sleep()
     started = time.monotonic()
-    result = terminal(workspace, "sleep 60 & echo $! > child.pid; echo started; sleep 60", terminal_timeout=1)
+    result = terminal(workspace, f"{background} & echo started; sleep 60", terminal_timeout=1)
     assert time.monotonic() - started < 10
     assert result.is_error
     assert result.content == "started\n[timed out after 1 s; process group killed; exit code: -9]"
-    assert _gone(int((workspace / "child.pid").read_text()))
+    assert _gone(cmdline)
 
 
 def test_it_leaves_nothing_running_after_the_command(workspace):
+    background, cmdline = _marked_sleep()
     started = time.monotonic()
-    result = terminal(workspace, "sleep 60 & echo $! > child.pid")
+    result = terminal(workspace, f"{background} &")
     assert time.monotonic() - started < 10
     assert result == ToolResult("[exit code: 0]")
-    assert _gone(int((workspace / "child.pid").read_text()))
+    assert _gone(cmdline)
+
+
+def test_it_leaves_nothing_running_that_left_the_process_group(workspace):
+    background, cmdline = _marked_sleep()
+    result = terminal(workspace, f"setsid {background} > /dev/null 2>&1 &")
+    assert result == ToolResult("[exit code: 0]")
+    assert _gone(cmdline)
 
 
 def test_it_caps_a_flood_of_output(workspace):

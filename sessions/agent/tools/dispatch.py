@@ -49,7 +49,7 @@ def _parse(name: str, arguments: str | dict | None) -> dict[str, Any]:
 
 
 def _call(name: str, args: dict[str, Any], *, workspace: Path, terminal_enabled: bool,
-          terminal_timeout: int, max_output_chars: int) -> ToolResult:
+          terminal_timeout: int, terminal_network: bool, max_output_chars: int) -> ToolResult:
     if name not in TOOL_SCHEMAS:
         offered = ", ".join(n for n in TOOL_SCHEMAS if terminal_enabled or n != "terminal")
         raise ToolError(f"unknown tool '{name}'; available tools: {offered}")
@@ -65,7 +65,8 @@ def _call(name: str, args: dict[str, Any], *, workspace: Path, terminal_enabled:
         return ToolResult(files.list_files(root, **args))
     if name == "search_files":
         return ToolResult(files.search_files(root, **args))
-    output, failed = terminal.run_terminal(root, timeout=terminal_timeout, max_chars=max_output_chars, **args)
+    output, failed = terminal.run_terminal(root, timeout=terminal_timeout, max_chars=max_output_chars,
+                                           network=terminal_network, **args)
     return ToolResult(output, is_error=failed)
 
 
@@ -76,13 +77,17 @@ def run_tool(
     workspace: Path,
     terminal_enabled: bool = False,
     terminal_timeout: int = DEFAULT_TERMINAL_TIMEOUT,
+    terminal_network: bool = False,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
 ) -> ToolResult:
-    """Run one tool call in `workspace` (created if missing) and return what the model should see."""
+    """Run one tool call in `workspace` (created if missing) and return what the model should see.
+
+    The terminal runs sandboxed, with network only when `terminal_network` is true.
+    """
     try:
         result = _call(name, _parse(name, arguments), workspace=Path(workspace),
                        terminal_enabled=terminal_enabled, terminal_timeout=terminal_timeout,
-                       max_output_chars=max_output_chars)
+                       terminal_network=terminal_network, max_output_chars=max_output_chars)
     except ToolError as exc:
         result = ToolResult(f"Error: {exc}", is_error=True)
     except OSError as exc:

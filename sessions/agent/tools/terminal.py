@@ -1,10 +1,12 @@
-"""The terminal tool: one shell command in the workspace, bounded in time and output.
+"""The terminal tool: one shell command in the workspace, sandboxed, bounded in time and output.
 
-The command runs under /bin/sh with the workspace as cwd, in its own session (so its own process
-group), with stdin closed and a scrubbed environment (no server secrets leak to the agent). On
-timeout the whole group is killed; when the command ends, anything it left running in the group is
-killed too, so nothing outlives the call. Output is kept as head and tail within the cap, however
-much is printed.
+The command runs under /bin/sh inside bubblewrap (``sandbox``): the workspace is its cwd and the
+only writable host folder, it cannot see the server's environment, processes or files, and it has
+no network unless the administrator allows it. Where no sandbox can start the call fails with a
+clear error; it never runs unsandboxed. The sandbox runs in its own session (so its own process
+group) with its own pid namespace: on timeout the whole group is killed, and when the command ends
+everything it left running in the sandbox dies with it, so nothing outlives the call. Output is kept
+as head and tail within the cap, however much is printed.
 """
 from __future__ import annotations
 
@@ -14,16 +16,10 @@ import subprocess
 import threading
 from pathlib import Path
 
-_KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+from sessions.agent.tools import sandbox
+
 _READ_CHUNK = 64 * 1024
 _FOOTER_ROOM = 200
-
-
-def _environment(root: Path) -> dict[str, str]:
-    env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
-    env.setdefault("PATH", os.defpath)
-    env.update(HOME=str(root), PWD=str(root), TERM="dumb", PAGER="cat", GIT_PAGER="cat")
-    return env
 
 
 class _Capture:
@@ -69,13 +65,26 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def run_terminal(root: Path, *, command: str, timeout: int, max_chars: int) -> tuple[str, bool]:
-    """(output ending with its exit code, whether the call failed: a timeout counts, exit != 0 not)."""
-    process = subprocess.Popen(
-        command, shell=True, cwd=root, env=_environment(root),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True, close_fds=True,
-    )
+def run_terminal(root: Path, *, command: str, timeout: int, max_chars: int,
+                 network: bool = False) -> tuple[str, bool]:
+    """(output ending with its exit code, whether the call failed: a timeout counts, exit != 0 not).
+
+    Raises ``sandbox.SandboxUnavailable`` (a ``ToolError``) when the sandbox did not start.
+    """
+    with sandbox.prepare(root, command, network=network) as box:
+        return _run(box, timeout=timeout, max_chars=max_chars)
+
+
+def _run(box: sandbox.Prepared, *, timeout: int, max_chars: int) -> tuple[str, bool]:
+    try:
+        process = subprocess.Popen(
+            box.argv, env=box.env, stdin=box.stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=box.pass_fds, start_new_session=True, close_fds=True,
+        )
+    except OSError as exc:
+        raise sandbox.SandboxUnavailable(
+            f"bubblewrap could not be run: {exc.strerror or exc}; {sandbox.INSTALL_HINT}") from None
+    box.spawned()
     pgid = process.pid  # start_new_session: the child leads its own group
     capture = _Capture(process.stdout.fileno(), keep=max(1, (max_chars - _FOOTER_ROOM) // 2))
     timed_out = False
@@ -87,11 +96,13 @@ def run_terminal(root: Path, *, command: str, timeout: int, max_chars: int) -> t
         _kill_group(pgid)
         process.wait()
         capture.thread.join(timeout=5)
-        # A process that left the group (setsid) may still hold the pipe: then the daemon reader
-        # keeps the fd until that process ends, and we return what we have.
+        # A process that left the group (setsid) dies with the sandbox's pid namespace all the same;
+        # should anything still hold the pipe, the daemon reader keeps the fd and we return what we have.
         if not capture.thread.is_alive():
             process.stdout.close()
     output = capture.text().rstrip("\n")
+    if not box.started():
+        raise sandbox.SandboxUnavailable(f"bubblewrap failed: {output or f'exit code {process.returncode}'}")
     if timed_out:
         footer = f"[timed out after {timeout} s; process group killed; exit code: {process.returncode}]"
     else:
