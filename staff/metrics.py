@@ -1,101 +1,112 @@
-"""Prometheus text exposition (format 0.0.4), written by hand: no client library.
+"""/metrics: the staff figures as a ``prometheus_client`` collector, in the Prometheus text format 0.0.4.
 
-``render(snapshot)`` turns ``staff.selectors.metrics_snapshot()`` into the exposition text. Every
-family has HELP and TYPE lines; label values escape backslash, double quote and newline; HELP text
-escapes backslash and newline. Counters are totals read from the database, so they only go down if
-rows are deleted (Prometheus treats that as a reset).
+``HermesCollector.collect()`` reads ``staff.selectors.metrics_snapshot()`` at every scrape and
+yields one metric family per figure; the library writes the text (HELP/TYPE lines, label and HELP
+escaping, number formatting). The collector lives in its own ``CollectorRegistry``, never the
+library's global one, so the output holds these figures only: no process or platform metrics, and
+nothing another module registers.
+
+Counters are totals read from the database, so they only go down if rows are deleted (Prometheus
+treats that as a reset). A counter family named ``x`` is exposed as ``x_total``; the stored
+conversation count is a gauge (rows can be deleted) whose exposed name, ``hermes_conversations_total``,
+is kept as it has always been.
 """
 from __future__ import annotations
 
-import math
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 
-from staff.selectors import FAILED_STATUSES, STATUSES, TRIGGERS
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+from staff import selectors
+from staff.selectors import ANTI_THRASH_LIMIT, FAILED_STATUSES, STATUSES, TRIGGERS
 
+# What generate_latest writes (legacy names, underscore escaping). The library's
+# CONTENT_TYPE_LATEST announces the text format 1.0.0 since prometheus_client 0.22.
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
-def escape_label_value(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
-
-
-def escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def format_value(value) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Decimal):
-        return format(value.normalize(), "f") if value.is_finite() else format_value(float(value))
-    number = float(value)
-    if math.isnan(number):
-        return "NaN"
-    if math.isinf(number):
-        return "+Inf" if number > 0 else "-Inf"
-    return repr(number)
+_PURPOSES = ("agent", "compression")
 
 
-class Exposition:
-    def __init__(self) -> None:
-        self._lines: list[str] = []
-
-    def family(self, name: str, kind: str, help_text: str, samples) -> None:
-        """``samples``: a number, or an iterable of (labels dict, number)."""
-        self._lines.append(f"# HELP {name} {escape_help(help_text)}")
-        self._lines.append(f"# TYPE {name} {kind}")
-        if not isinstance(samples, (list, tuple)):
-            samples = [({}, samples)]
-        for labels, value in samples:
-            if labels:
-                body = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels.items())
-                self._lines.append(f"{name}{{{body}}} {format_value(value)}")
-            else:
-                self._lines.append(f"{name} {format_value(value)}")
-
-    def text(self) -> str:
-        return "\n".join(self._lines) + "\n"
+def _counter(name: str, help_text: str, value) -> CounterMetricFamily:
+    return CounterMetricFamily(name, help_text, value=float(value))
 
 
-def render(snapshot: dict) -> str:
-    out = Exposition()
+def _gauge(name: str, help_text: str, value) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_text, value=float(value))
+
+
+def families(snapshot: dict) -> Iterator[Metric]:
+    """The metric families of one ``metrics_snapshot()``."""
     counts: dict[tuple[str, str], int] = dict(snapshot["compressions"])
     # Every known (status, trigger) pair is exposed, zero included, so rate() works from the start.
     for status in STATUSES:
         for trigger in TRIGGERS:
             counts.setdefault((status, trigger), 0)
-    out.family("hermes_compressions_total", "counter",
-               "Compression events by final status and trigger (skipped = already compressing).",
-               [({"status": s, "trigger": t}, n) for (s, t), n in sorted(counts.items())])
-    out.family("hermes_compression_failures_total", "counter",
-               "Compressions that failed (summary failure or error); the messages were kept unchanged.",
-               sum(n for (s, _), n in counts.items() if s in FAILED_STATUSES))
+    compressions = CounterMetricFamily(
+        "hermes_compressions", "Compression events by final status and trigger (skipped = already compressing).",
+        labels=("status", "trigger"))
+    for (status, trigger), n in sorted(counts.items()):
+        compressions.add_metric((status, trigger), float(n))
+    yield compressions
+    yield _counter("hermes_compression_failures",
+                   "Compressions that failed (summary failure or error); the messages were kept unchanged.",
+                   sum(n for (s, _), n in counts.items() if s in FAILED_STATUSES))
+
     sessions = snapshot["sessions"]
-    out.family("hermes_sessions_active", "gauge", "Active (not ended) sessions.", sessions["active"] or 0)
-    out.family("hermes_sessions_in_cooldown", "gauge",
-               "Active sessions whose automatic compression waits for a cooldown to end.", sessions["cooldown"] or 0)
-    out.family("hermes_sessions_antithrash_blocked", "gauge",
-               "Active sessions where automatic compression stopped after 2 ineffective compressions in a row.",
-               sessions["antithrash"] or 0)
+    yield _gauge("hermes_sessions_active", "Active (not ended) sessions.", sessions["active"] or 0)
+    yield _gauge("hermes_sessions_in_cooldown",
+                 "Active sessions whose automatic compression waits for a cooldown to end.", sessions["cooldown"] or 0)
+    yield _gauge("hermes_sessions_antithrash_blocked",
+                 f"Active sessions where automatic compression stopped after {ANTI_THRASH_LIMIT} ineffective "
+                 "compressions in a row.",
+                 sessions["antithrash"] or 0)
+
     cache = snapshot["cache"]
-    out.family("hermes_agent_calls_total", "counter", "Successful agent model calls.", cache["calls"])
-    out.family("hermes_prompt_tokens_total", "counter",
-               "Prompt tokens (input + cache read + cache write) of successful agent calls.", cache["prompt"])
-    out.family("hermes_cache_read_tokens_total", "counter",
-               "Prompt tokens read from the prompt cache by successful agent calls.", cache["read"])
-    out.family("hermes_cache_write_tokens_total", "counter",
-               "Prompt tokens written to the prompt cache by successful agent calls.", cache["write"])
-    out.family("hermes_cache_hit_ratio", "gauge",
-               "Token-weighted cache hit ratio of agent calls: cache read tokens / prompt tokens (0 without calls).",
-               cache["hit_ratio"])
+    yield _counter("hermes_agent_calls", "Successful agent model calls.", cache["calls"])
+    yield _counter("hermes_prompt_tokens",
+                   "Prompt tokens (input + cache read + cache write) of successful agent calls.", cache["prompt"])
+    yield _counter("hermes_cache_read_tokens",
+                   "Prompt tokens read from the prompt cache by successful agent calls.", cache["read"])
+    yield _counter("hermes_cache_write_tokens",
+                   "Prompt tokens written to the prompt cache by successful agent calls.", cache["write"])
+    yield _gauge("hermes_cache_hit_ratio",
+                 "Token-weighted cache hit ratio of agent calls: cache read tokens / prompt tokens (0 without calls).",
+                 cache["hit_ratio"])
     purposes = dict(cache["by_purpose"])
-    for purpose in ("agent", "compression"):
+    for purpose in _PURPOSES:
         purposes.setdefault(purpose, {"cost": Decimal(0), "calls": 0})
-    out.family("hermes_cost_usd_total", "counter", "Cost of model calls in US dollars, by purpose.",
-               [({"purpose": p}, v["cost"]) for p, v in sorted(purposes.items())])
-    out.family("hermes_cost_saved_usd_total", "counter",
-               "US dollars saved by prompt caching on agent calls (cost without cache minus cost).", cache["saved"])
-    out.family("hermes_conversations_total", "gauge", "Conversations stored.", snapshot["conversations"])
-    return out.text()
+    cost = CounterMetricFamily("hermes_cost_usd", "Cost of model calls in US dollars, by purpose.",
+                               labels=("purpose",))
+    for purpose, figures in sorted(purposes.items()):
+        cost.add_metric((purpose,), float(figures["cost"]))
+    yield cost
+    yield _counter("hermes_cost_saved_usd",
+                   "US dollars saved by prompt caching on agent calls (cost without cache minus cost).", cache["saved"])
+    yield _gauge("hermes_conversations_total", "Conversations stored.", snapshot["conversations"])
+
+
+class HermesCollector(Collector):
+    """Yields the families of a fresh snapshot at every collect (every scrape)."""
+
+    def __init__(self, snapshot: Callable[[], dict] | None = None) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        # Looked up at collect time, not bound at import, so the selector is always the current one.
+        yield from families(self._snapshot() if self._snapshot else selectors.metrics_snapshot())
+
+
+registry = CollectorRegistry()
+registry.register(HermesCollector())  # no describe(): registering runs no query
+
+
+def render(snapshot: dict | None = None) -> str:
+    """The exposition text of ``snapshot``, or of a fresh ``metrics_snapshot()`` when None."""
+    if snapshot is None:
+        return generate_latest(registry).decode()
+    once = CollectorRegistry()
+    once.register(HermesCollector(lambda: snapshot))
+    return generate_latest(once).decode()

@@ -3,8 +3,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from staff.metrics import Exposition, escape_label_value, render
+from staff.metrics import render
 
 pytestmark = pytest.mark.django_db
 
@@ -95,15 +96,6 @@ def test_it_refuses_every_token_when_none_is_configured(client, settings, alice)
     assert client.get(URL, HTTP_AUTHORIZATION="Bearer anything").status_code == 403
 
 
-def test_it_escapes_label_values():
-    assert escape_label_value('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
-    out = Exposition()
-    out.family("x_total", "counter", "Help with a \\ backslash\nand a newline.", [({"k": 'say "hi"'}, 2)])
-    assert out.text() == ('# HELP x_total Help with a \\\\ backslash\\nand a newline.\n'
-                          '# TYPE x_total counter\n'
-                          'x_total{k="say \\"hi\\""} 2\n')
-
-
 def test_it_renders_an_empty_installation():
     from decimal import Decimal
 
@@ -114,3 +106,61 @@ def test_it_renders_an_empty_installation():
     assert samples["hermes_cache_hit_ratio"] == 0.0
     assert samples['hermes_cost_usd_total{purpose="agent"}'] == 0
     assert samples["hermes_compression_failures_total"] == 0
+
+
+def _families(text: str) -> dict:
+    """{family name: Metric} as prometheus_client's own parser reads the exposition."""
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def _value(family, **labels) -> float:
+    (value,) = [s.value for s in family.samples if s.labels == labels]
+    return value
+
+
+def test_the_library_parser_reads_the_figures_the_database_holds(staff_client, scenario):
+    from django.db.models import Sum
+
+    from sessions.models import ApiCall, CompressionEvent, Conversation
+
+    families = _families(staff_client.get(URL).content.decode())
+    compressions = families["hermes_compressions"]
+    assert compressions.type == "counter" and {s.name for s in compressions.samples} == {"hermes_compressions_total"}
+    for status in {"compressed", "failed", "skipped", "aborted", "noop"}:
+        for trigger in {"preflight", "manual", "hygiene", "post_response"}:
+            stored = CompressionEvent.objects.filter(status=status, trigger=trigger).count()
+            assert _value(compressions, status=status, trigger=trigger) == stored, (status, trigger)
+    assert _value(families["hermes_compression_failures"]) == CompressionEvent.objects.filter(status="failed").count()
+    conversations = families["hermes_conversations_total"]
+    assert conversations.type == "gauge"  # exposed under its historical name, not hermes_conversations_total_total
+    assert _value(conversations) == Conversation.objects.count()
+    compression_cost = ApiCall.objects.filter(purpose="compression").aggregate(c=Sum("cost"))["c"]
+    assert _value(families["hermes_cost_usd"], purpose="compression") == pytest.approx(float(compression_cost))
+    agent = ApiCall.objects.filter(purpose="agent", error="").aggregate(p=Sum("prompt_tokens"), r=Sum("cache_read_tokens"))
+    assert _value(families["hermes_cache_hit_ratio"]) == pytest.approx(agent["r"] / agent["p"])
+
+
+def test_it_exposes_its_own_registry_only(staff_client, scenario):
+    # The library's global registry would add process_*, python_gc_* and python_info.
+    for text in (staff_client.get(URL).content.decode(), render()):
+        families = _families(text)
+        assert families and all(name.startswith("hermes_") for name in families), sorted(families)
+
+
+def test_every_collect_reads_the_database_again(scenario, alice):
+    from tests.staff import builders as b
+
+    before = _value(_families(render())["hermes_conversations_total"])
+    b.conversation(alice, title="Delta")
+    assert _value(_families(render())["hermes_conversations_total"]) == before + 1
+
+
+def test_label_values_survive_quotes_backslashes_and_newlines():
+    from decimal import Decimal
+
+    odd = 'say "hi" \\ then\nstop'
+    text = render({"compressions": {(odd, "manual"): 2}, "sessions": {"active": 0, "cooldown": 0, "antithrash": 0},
+                   "cache": {"calls": 0, "prompt": 0, "read": 0, "write": 0, "hit_ratio": 0.0, "by_purpose": {},
+                             "saved": Decimal("0")}, "conversations": 0})
+    assert 'status="say \\"hi\\" \\\\ then\\nstop"' in text  # one line, escaped
+    assert _value(_families(text)["hermes_compressions"], status=odd, trigger="manual") == 2
