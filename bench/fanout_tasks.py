@@ -1,6 +1,6 @@
 """A benchmark-only Celery task: active agent turns streaming deltas, as seen by the channel layer.
 
-During a chat turn the agent task (``sessions.services.turns._stream_once``) broadcasts each text
+During a chat turn the agent task (``sessions.agent.loop._stream_once``) broadcasts each text
 delta of the model's stream to the conversation's group from inside the running worker task, on
 the process's long-lived publishing loop (``sessions.events.broadcast``). ``stream_events`` does
 the same for many conversations at once: each round it renders one delta per conversation (the

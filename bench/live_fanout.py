@@ -74,7 +74,7 @@ CONNECT_PARALLEL = 8  # the consumer's DB work runs on one thread; Daphne gives 
 TARGET_P99_MS = 100.0
 TARGET_FLOOR_RATIO = 1.5
 TARGET_N = 50
-STREAM_INTERVAL = 0.05  # sessions.services.turns.DELTA_FLUSH_SECONDS: a turn's delta cadence
+STREAM_INTERVAL = 0.05  # sessions.agent.loop.DELTA_FLUSH_SECONDS: a turn's delta cadence
 # lfb-<run>-<size>-<round>-<socket index>; the worker stream appends @<publish time.time()>.
 ID_RE = re.compile(r"lfb-[a-z0-9]+-\d+-\d+-\d+")
 STAMP_RE = re.compile(r"@(\d+\.\d+)")

@@ -172,6 +172,10 @@ class ContextEngineSettingsAdmin(SingletonSettingsAdmin):
 @admin.register(ModelDefaults)
 class ModelDefaultsAdmin(SingletonSettingsAdmin):
     form = ModelDefaultsForm
+    fieldsets = [
+        (None, {"fields": ["provider", "model", "context_length", "max_tokens"], "description": APPLY_NOTE}),
+        ("Custom OpenAI-compatible endpoint", {"fields": ["base_url", "api_key", "clear_api_key"]}),
+    ]
 
 
 @admin.register(AgentSettings)

@@ -3,7 +3,9 @@
 Every group form checks its values with the shared core validator (``compression.core.config``), so
 a refused value carries the same message, naming the valid range, as the YAML import and the
 engine. Choice fields render as a select but accept any text, leaving the verdict (and its message)
-to that validator. The auxiliary API key is write-only.
+to that validator. The model settings are also checked against the catalogue
+(``compression.model_checks``). API keys are write-only. The terminal is refused where its sandbox
+cannot start.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 from django import forms
 
 from compression.core.config import SPECS, ConfigValueError, build_group, group_fields, valid_range
+from compression.model_checks import auxiliary_model_problems, main_model_problems
 from compression.models import (
     AgentSettings,
     AuxiliarySettings,
@@ -20,6 +23,8 @@ from compression.models import (
     ModelDefaults,
     PromptCachingSettings,
 )
+from compression.yaml_io import MAX_CONFIG_BYTES
+from compression import guards
 
 
 class _ChoiceText(forms.CharField):
@@ -79,11 +84,11 @@ class CompressionSettingsForm(GroupSettingsForm):
         fields = list(group_fields("compression"))
 
 
-class AuxiliarySettingsForm(GroupSettingsForm):
+class WriteOnlyKeyForm(GroupSettingsForm):
     """The API key is a password input that never renders a value; blank keeps the stored key."""
 
-    group = "auxiliary"
     write_only = ("api_key",)
+    key_use = ""
 
     api_key = forms.CharField(
         label="API key", required=False, strip=True,
@@ -91,17 +96,12 @@ class AuxiliarySettingsForm(GroupSettingsForm):
     )
     clear_api_key = forms.BooleanField(label="Remove the stored API key", required=False)
 
-    class Meta:
-        model = AuxiliarySettings
-        fields = [f for f in group_fields("auxiliary") if f != "api_key"]
-
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         stored = bool(self.instance and self.instance.api_key)
         self.fields["api_key"].help_text = (
             ("A key is stored (never shown). " if stored else "No key stored. ")
-            + "Type a new key to replace it; leave blank to keep it. Used with a custom base URL; "
-              "otherwise the provider's environment variable applies."
+            + "Type a new key to replace it; leave blank to keep it. " + self.key_use
         )
 
     def new_api_key(self) -> str | None:
@@ -125,6 +125,28 @@ class AuxiliarySettingsForm(GroupSettingsForm):
         return cleaned
 
 
+def _add_problems(form: GroupSettingsForm, problems) -> None:
+    for name, message in problems:
+        target = name if name in form.fields else None
+        if target is None or target not in form.errors:
+            form.add_error(target, message)
+
+
+class AuxiliarySettingsForm(WriteOnlyKeyForm):
+    group = "auxiliary"
+    key_use = "Used with a custom base URL; otherwise the provider's environment variable applies."
+
+    class Meta:
+        model = AuxiliarySettings
+        fields = [f for f in group_fields("auxiliary") if f != "api_key"]
+
+    def clean(self):
+        cleaned = super().clean()
+        if not self.errors:
+            _add_problems(self, auxiliary_model_problems(self.group_values()))
+        return cleaned
+
+
 class PromptCachingSettingsForm(GroupSettingsForm):
     group = "caching"
 
@@ -141,20 +163,42 @@ class ContextEngineSettingsForm(GroupSettingsForm):
         fields = list(group_fields("context"))
 
 
-class ModelDefaultsForm(GroupSettingsForm):
+class ModelDefaultsForm(WriteOnlyKeyForm):
+    """Checked against the model catalogue too: an unknown name needs its window, and no window
+    under the minimum (a setting that would make every new conversation fail)."""
+
     group = "model"
+    key_use = "Used by the custom route (the base URL above)."
 
     class Meta:
         model = ModelDefaults
-        fields = list(group_fields("model"))
+        fields = [f for f in group_fields("model") if f != "api_key"]
+
+    def clean(self):
+        cleaned = super().clean()
+        if not self.errors:
+            _add_problems(self, main_model_problems(self.group_values()))
+        return cleaned
 
 
 class AgentSettingsForm(GroupSettingsForm):
+    """Refuses to switch the terminal on where its sandbox cannot start (it never runs unsandboxed)."""
+
     group = "agent"
 
     class Meta:
         model = AgentSettings
         fields = list(group_fields("agent"))
+
+    def clean(self):
+        cleaned = super().clean()
+        config = getattr(self, "config", None)
+        if config is not None and config.terminal_enabled:
+            reason = guards.terminal_sandbox_problem(network=config.terminal_network)
+            if reason:
+                self.add_error("terminal_enabled", f"The terminal cannot be enabled: its sandbox cannot start on "
+                                                   f"this server ({reason}). Commands never run unsandboxed.")
+        return cleaned
 
 
 GROUP_FORMS: dict[str, type[GroupSettingsForm]] = {
@@ -171,7 +215,7 @@ class ConfigImportForm(forms.Form):
     text = forms.CharField(required=False, label="…or paste its contents",
                            widget=forms.Textarea(attrs={"rows": 16, "cols": 80, "spellcheck": "false"}))
 
-    MAX_BYTES = 256 * 1024
+    MAX_BYTES = MAX_CONFIG_BYTES  # the import's own cap, for an upload and pasted text alike
 
     def clean(self):
         cleaned = super().clean()
@@ -186,6 +230,8 @@ class ConfigImportForm(forms.Form):
             except UnicodeDecodeError:
                 raise forms.ValidationError("The file is not UTF-8 text.") from None
         elif text:
+            if len(text.encode("utf-8")) > self.MAX_BYTES:
+                raise forms.ValidationError(f"The pasted text is larger than {self.MAX_BYTES // 1024} KB.")
             cleaned["yaml_text"] = text
         else:
             raise forms.ValidationError("Choose a config.yaml file or paste its contents.")

@@ -4,23 +4,68 @@ Each settings group is a singleton row (pk 1) whose fields are named exactly lik
 matching frozen dataclass in ``compression.core.config``. The rows hold no validation of their own:
 ``compression.settings_store`` is the one writer, and it validates through the core validator.
 Read the settings with ``settings_store.current()``, never from these models directly.
+Secrets (the auxiliary and the custom endpoint's API keys) are encrypted at rest by ``EncryptedTextField``.
 """
 from __future__ import annotations
 
+import base64
+import logging
 from typing import Any, ClassVar
 
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from compression.core.caching import DEFAULT_STRATEGY
 from compression.core.config import SPECS, group_fields
+
+
+log = logging.getLogger(__name__)
 
 
 def _help(group: str, name: str) -> str:
     spec = SPECS[group][name]
     valid = spec.valid or "one of the listed names"
     return f"{spec.help} Valid: {valid}."
+
+
+def _fernet() -> MultiFernet:
+    """Fernet keyed from SECRET_KEY (new tokens), also opening tokens of SECRET_KEY_FALLBACKS."""
+    def key(secret: str) -> Fernet:
+        hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"hermes-web settings secret")
+        return Fernet(base64.urlsafe_b64encode(hkdf.derive(secret.encode())))
+    return MultiFernet([key(s) for s in (settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", ()))])
+
+
+class EncryptedTextField(models.TextField):
+    """Text that code reads and writes in clear and the database holds only encrypted.
+
+    The column holds ``fernet:<token>``, or "" for no value. A value without the prefix is a
+    plaintext written before encryption and reads as it is (migration 0004 encrypts those). A token
+    that neither SECRET_KEY nor SECRET_KEY_FALLBACKS opens reads as "" and is logged, so a rotated
+    key costs re-typing the secret, never a failed turn.
+    """
+
+    PREFIX = "fernet:"
+
+    def from_db_value(self, value, expression, connection):
+        if not value or not value.startswith(self.PREFIX):
+            return value
+        try:
+            return _fernet().decrypt(value[len(self.PREFIX):].encode()).decode()
+        except InvalidToken:
+            log.error("%s cannot be decrypted with SECRET_KEY or SECRET_KEY_FALLBACKS; read as empty", self)
+            return ""
+
+    def get_prep_value(self, value):
+        value = super().get_prep_value(value)
+        if not value:
+            return value
+        return self.PREFIX + _fernet().encrypt(value.encode()).decode()
 
 
 class SingletonSettings(models.Model):
@@ -81,8 +126,9 @@ class AuxiliarySettings(SingletonSettings):
     base_url = models.CharField("base URL", max_length=500, blank=True, default="",
                                 help_text=_help("auxiliary", "base_url"))
     timeout = models.IntegerField(default=120, help_text=_help("auxiliary", "timeout"))
-    # Write-only through the admin; never rendered, never exported, masked in the audit trail.
-    api_key = models.CharField("API key", max_length=500, blank=True, default="")
+    # Write-only through the admin; never rendered, never exported, masked in the audit trail,
+    # encrypted in the database.
+    api_key = EncryptedTextField("API key", blank=True, default="")
 
     class Meta:
         verbose_name = verbose_name_plural = "auxiliary model (summariser)"
@@ -92,7 +138,7 @@ class PromptCachingSettings(SingletonSettings):
     group = "caching"
 
     cache_ttl = models.CharField("cache TTL", max_length=4, default="5m", help_text=_help("caching", "cache_ttl"))
-    strategy = models.CharField(max_length=60, default="system_and_3", help_text=_help("caching", "strategy"))
+    strategy = models.CharField(max_length=60, default=DEFAULT_STRATEGY, help_text=_help("caching", "strategy"))
 
     class Meta:
         verbose_name = verbose_name_plural = "prompt caching"
@@ -114,6 +160,8 @@ class ModelDefaults(SingletonSettings):
     model = models.CharField(max_length=200, default="sim-claude-200k", help_text=_help("model", "model"))
     context_length = models.IntegerField(null=True, blank=True, help_text=_help("model", "context_length"))
     max_tokens = models.IntegerField(default=4096, help_text=_help("model", "max_tokens"))
+    base_url = models.CharField("base URL", max_length=500, blank=True, default="", help_text=_help("model", "base_url"))
+    api_key = EncryptedTextField("API key", blank=True, default="")
 
     class Meta:
         verbose_name = verbose_name_plural = "model defaults"
@@ -125,6 +173,7 @@ class AgentSettings(SingletonSettings):
     max_iterations = models.IntegerField(default=30, help_text=_help("agent", "max_iterations"))
     terminal_enabled = models.BooleanField(default=False, help_text=_help("agent", "terminal_enabled"))
     terminal_timeout = models.IntegerField(default=30, help_text=_help("agent", "terminal_timeout"))
+    terminal_network = models.BooleanField(default=False, help_text=_help("agent", "terminal_network"))
 
     class Meta:
         verbose_name = verbose_name_plural = "agent"

@@ -30,15 +30,14 @@ def check_tokenizer(app_configs=None, **kwargs):
     return []
 
 
-@register(HERMES)
-def check_redis(app_configs=None, **kwargs):
-    """An external Redis (REDIS_URL) must answer. The embedded one is started by the run command
-    after its checks, so it is not probed here."""
+def redis_problem() -> str | None:
+    """Why the external Redis (REDIS_URL) cannot serve this process, or None. Not a system check:
+    `migrate` and `check` need no Redis (the scale-out order migrates first); the processes that
+    do need it (the web process at start-up, the run command) ask. The embedded Redis is started
+    by the run command after its checks, so it is not probed."""
     from hermes_web.config import redis_is_embedded
 
     if redis_is_embedded():
-        return []
+        return None
     reason = redis_ping(settings.REDIS_URL, wait=2.0)
-    if reason:
-        return [Error(f"REDIS_URL: Redis is unreachable ({reason})", id="hermes.E003")]
-    return []
+    return f"REDIS_URL: Redis is unreachable ({reason})" if reason else None

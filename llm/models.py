@@ -57,21 +57,28 @@ _SONNET_4 = Price(3, 15, 3.75, 6, 0.30)
 _HAIKU_45 = Price(1, 5, 1.25, 2, 0.10)
 _FABLE_5 = Price(10, 50, 12.50, 20, 1.0)
 
+# Minimum cacheable prompt lengths: Anthropic's prompt-caching documentation as of late 2026
+# (512: Fable 5; 1,024: Opus 4.8, Sonnet 5, Sonnet 4.6, Sonnet 4.5; 2,048: Opus 4.7; 4,096: Opus 4.6,
+# Opus 4.5, Haiku 4.5). Windows and output caps: the models overview (1M / 128K for the 4.6+ family).
 REAL_MODELS: tuple[ModelInfo, ...] = (
-    _m("claude-opus-4-8", 1_000_000, 128_000, _OPUS_45_PLUS, 4096, "Claude Opus 4.8"),
-    _m("claude-opus-4-7", 1_000_000, 128_000, _OPUS_45_PLUS, 4096, "Claude Opus 4.7"),
+    _m("claude-opus-4-8", 1_000_000, 128_000, _OPUS_45_PLUS, 1024, "Claude Opus 4.8"),
+    _m("claude-opus-4-7", 1_000_000, 128_000, _OPUS_45_PLUS, 2048, "Claude Opus 4.7"),
     _m("claude-opus-4-6", 1_000_000, 128_000, _OPUS_45_PLUS, 4096, "Claude Opus 4.6"),
     _m("claude-opus-4-5", 200_000, 64_000, _OPUS_45_PLUS, 4096, "Claude Opus 4.5",
        aliases=("claude-opus-4-5-20251101",)),
-    _m("claude-sonnet-4-6", 1_000_000, 128_000, _SONNET_4, 2048, "Claude Sonnet 4.6"),
+    _m("claude-sonnet-4-6", 1_000_000, 128_000, _SONNET_4, 1024, "Claude Sonnet 4.6"),
     _m("claude-sonnet-4-5", 200_000, 64_000, _SONNET_4, 1024, "Claude Sonnet 4.5",
        aliases=("claude-sonnet-4-5-20250929",)),
     _m("claude-haiku-4-5", 200_000, 64_000, _HAIKU_45, 4096, "Claude Haiku 4.5",
        aliases=("claude-haiku-4-5-20251001",)),
     # Sonnet 5: the reference gives base prices only; writes use the standard 1.25x / 2x multipliers.
     _m("claude-sonnet-5", 1_000_000, 128_000, Price(2, 10, 2.5, 4, 0.20), 1024, "Claude Sonnet 5"),
-    _m("claude-fable-5", 1_000_000, 128_000, _FABLE_5, 2048, "Claude Fable 5"),
+    _m("claude-fable-5", 1_000_000, 128_000, _FABLE_5, 512, "Claude Fable 5"),
 )
+
+# The model a conversation on the Anthropic route starts with when the admin's default is not on an
+# available route: the 1M-window Sonnet, the documentation's recommended default for agents.
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 
 SIMULATOR_MODELS: tuple[ModelInfo, ...] = (
     _m("sim-claude-32k", 32_000, 8_192, _SONNET_4, 1024, "Simulator Claude 32K", simulated=True),
@@ -173,3 +180,9 @@ def catalog_from_json(text: str, base: Iterable[ModelInfo] = DEFAULT_MODELS) -> 
     for entry in entries:
         catalog.add(model_from_mapping(entry, catalog.get(entry.get("name", ""))))
     return catalog
+
+
+def model_label(name: str) -> str:
+    """The catalogue's display name of a model, or the id itself for a model it does not know."""
+    info = get_model(name)
+    return (info.display_name or info.name) if info else name

@@ -8,7 +8,10 @@ class AgentSessionsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self) -> None:
+        from compression.guards import register_terminal_sandbox_probe
         from compression.settings_store import on_settings_changed
+        from sessions.agent.tools import sandbox
         from sessions.events import broadcast_settings_changed
 
         on_settings_changed(broadcast_settings_changed)
+        register_terminal_sandbox_probe(sandbox.problem)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from sessions import selectors
+from sessions import live, selectors
 from sessions.events import SETTINGS_GROUP, group_name
 
 
@@ -28,7 +28,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.accept()
         # A (re)connect re-renders the live panels from the database: nothing shown depends on
         # an event that was missed while the socket was down.
-        html = await database_sync_to_async(selectors.live_state_html)(conversation=conversation)
+        html = await database_sync_to_async(live.live_state)(conversation)
         if html:
             await self.send(text_data=html)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.template.loader import render_to_string
 
-from sessions import selectors
+from sessions import presenters, selectors
 
 
 def render_notice(text: str, *, level: str = "info") -> str:
@@ -31,12 +31,13 @@ def render_stream_delta(stream_id: str, text: str) -> str:
     return render_to_string("sessions/_stream_delta.html", {"stream_id": stream_id, "text": text})
 
 
-def render_gauge(conversation, *, oob: bool = True) -> str:
-    return render_to_string("sessions/_gauge.html", {"g": selectors.gauge(conversation), "oob": oob})
+def render_gauge(conversation, *, oob: bool = True, cfg=None) -> str:
+    return render_to_string("sessions/_gauge.html", {"g": presenters.gauge(conversation, cfg=cfg), "oob": oob})
 
 
-def render_cache_panel(conversation, *, oob: bool = True) -> str:
-    return render_to_string("sessions/_cache_panel.html", {"c": selectors.cache_metrics(conversation), "oob": oob})
+def render_cache_panel(conversation, *, oob: bool = True, cfg=None) -> str:
+    return render_to_string("sessions/_cache_panel.html",
+                            {"c": presenters.cache_panel(conversation, cfg=cfg), "oob": oob})
 
 
 def render_event_feed(conversation, *, oob: bool = True) -> str:
@@ -69,9 +70,31 @@ def render_transcript(conversation, *, oob: bool = True) -> str:
 
 def render_live_state(conversation) -> str:
     """Everything live, re-rendered from the database (sent on every socket (re)connect)."""
-    parts = [render_gauge(conversation), render_cache_panel(conversation),
+    from sessions.services.runtime import current_config
+
+    cfg = current_config()
+    parts = [render_gauge(conversation, cfg=cfg), render_cache_panel(conversation, cfg=cfg),
              render_event_feed(conversation), render_transcript(conversation)]
     turn = selectors.turn_latest(conversation)
     if turn is not None:
         parts.append(render_turn_status(turn))
     return "\n".join(parts)
+
+
+def render_model_switch_confirm(conversation, choice, cfg, *, request=None) -> str:
+    """The warning a model switch asks the user to confirm: the cache starts cold, and the window
+    and compression threshold the next request will use."""
+    from llm.models import model_label
+    from sessions.models import Conversation
+    from sessions.services.feasibility import feasibility
+    from sessions.services.routes import window_override
+
+    target = Conversation(owner_id=conversation.owner_id, provider=choice.provider, model=choice.model,
+                          context_length=window_override(cfg, choice), max_tokens=conversation.max_tokens)
+    now, then = feasibility(cfg, conversation=conversation), feasibility(cfg, conversation=target)
+    return render_to_string("sessions/_model_switch_confirm.html", {
+        "conversation": conversation, "choice": choice, "label": model_label(choice.model),
+        "old_label": model_label(conversation.model), "now": now, "then": then,
+        "figures": {"window": (f"{now.main_window:,}", f"{then.main_window:,}"),
+                    "threshold": (f"{now.main_threshold:,}", f"{then.main_threshold:,}")},
+    }, request=request)

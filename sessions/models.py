@@ -83,6 +83,8 @@ class Message(models.Model):
             models.Index(fields=["session", "archived", "seq"]),
             models.Index(fields=["conversation", "visible", "id"]),
         ]
+        # One order for a session's context: allocated by message_append under a lock.
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="message_seq_unique_per_session")]
 
     def as_chat(self) -> dict:
         """The internal OpenAI-style message, with its stored token count as metadata."""
@@ -137,6 +139,12 @@ class CompressionEvent(models.Model):
     summarized_count = models.PositiveIntegerField(default=0)
     summary = models.TextField(blank=True)
     aux_model = models.CharField(max_length=100, blank=True)
+    # What the summariser read (every summarised message, in `summariser_calls` calls) and, when the
+    # auxiliary model failed and the main model summarised instead, why.
+    messages_read = models.PositiveIntegerField(default=0)
+    tokens_read = models.PositiveIntegerField(default=0)
+    summariser_calls = models.PositiveIntegerField(default=0)
+    aux_failure = models.TextField(blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     started_at = models.DateTimeField(default=timezone.now)
@@ -145,6 +153,14 @@ class CompressionEvent(models.Model):
     class Meta:
         ordering = ["-id"]
         indexes = [models.Index(fields=["conversation", "-id"]), models.Index(fields=["status", "started_at"])]
+
+    @property
+    def phase_label(self) -> str:
+        """The phase in words; the summariser's chunks as "summarising chunk k of n"."""
+        from compression.core.base import parse_chunk_phase
+
+        chunk = parse_chunk_phase(self.phase)
+        return f"summarising chunk {chunk[0]} of {chunk[1]}" if chunk else self.phase
 
 
 class ApiCall(models.Model):
@@ -184,3 +200,20 @@ class ConversationLock(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["conversation", "kind"], name="one_lock_per_kind")]
+
+
+class UserNotice(models.Model):
+    """A one-time notice ``key`` has been shown to ``user`` (SPEC §4: the Codex autoraise notice is
+    shown once per account). Deleting the row shows it again. The table predates this app's
+    ownership of the model, hence its name."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notices_shown")
+    key = models.CharField(max_length=64)
+    shown_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "staff_usernotice"
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="one_notice_per_user_and_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} → {self.user}"

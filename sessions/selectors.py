@@ -1,11 +1,13 @@
-"""Read-side queries. Every lookup of a conversation goes through the owner check here."""
+"""Read-side queries, and nothing else (the figures made from them are `sessions.presenters`).
+Every lookup of a conversation by a user goes through the owner check here."""
 from __future__ import annotations
 
 from django.db.models import Count, Q, Sum
 
-from sessions.models import ApiCall, CompressionEvent, Conversation, Message, Turn
+from sessions.models import ApiCall, CompressionEvent, Conversation, Message, Session, Turn
 
 TRANSCRIPT_LIMIT = 500
+RECENT_CALLS = 40
 
 
 def conversation_get_for_user(*, user, conversation_id) -> Conversation | None:
@@ -15,13 +17,6 @@ def conversation_get_for_user(*, user, conversation_id) -> Conversation | None:
 def conversation_list_for_user(*, user):
     return (Conversation.objects.filter(owner=user).order_by("-last_activity_at")
             .annotate(compressions=Count("compression_events", filter=Q(compression_events__status="compressed"))))
-
-
-def live_state_html(*, conversation: Conversation) -> str:
-    """The live panels rendered from the database, sent to a socket on (re)connect."""
-    from sessions import fragments
-
-    return fragments.render_live_state(conversation)
 
 
 def _text_of(content) -> str:
@@ -39,22 +34,33 @@ def _text_of(content) -> str:
     return "\n".join(parts)
 
 
-def transcript_entry(message: Message) -> dict:
+_NOT_LOOKED_UP = object()
+
+
+def transcript_entry(message: Message, event=_NOT_LOOKED_UP) -> dict:
+    """One transcript entry; a divider's compression event is looked up unless it is given."""
     entry = {"id": message.id, "role": message.role, "text": _text_of(message.content), "tool_calls": [],
              "is_summary": message.is_summary, "name": message.name, "event": None}
     for call in message.tool_calls or []:
-        fn = call.get("function", {})
+        if not isinstance(call, dict):
+            continue
+        fn = call.get("function") or {}
         entry["tool_calls"].append({"id": call.get("id", ""), "name": fn.get("name", ""), "arguments": fn.get("arguments", "")})
     if message.is_summary:
-        entry["event"] = CompressionEvent.objects.filter(summary_message=message).first()
+        entry["event"] = (CompressionEvent.objects.filter(summary_message=message).first()
+                          if event is _NOT_LOOKED_UP else event)
     return entry
 
 
 def transcript(conversation: Conversation) -> list[dict]:
-    """Visible messages in order (originals plus compaction dividers), the newest TRANSCRIPT_LIMIT."""
+    """Visible messages in order (originals plus compaction dividers), the newest TRANSCRIPT_LIMIT;
+    the dividers' events in one query."""
     rows = list(conversation.messages.filter(visible=True).order_by("-id")[:TRANSCRIPT_LIMIT])
     rows.reverse()
-    return [transcript_entry(m) for m in rows]
+    summary_ids = [m.id for m in rows if m.is_summary]
+    events = {e.summary_message_id: e for e in CompressionEvent.objects.filter(summary_message_id__in=summary_ids)} \
+        if summary_ids else {}
+    return [transcript_entry(m, events.get(m.id)) for m in rows]
 
 
 def compression_events(conversation: Conversation, limit: int = 20):
@@ -65,90 +71,43 @@ def turn_latest(conversation: Conversation) -> Turn | None:
     return conversation.turns.order_by("-id").first()
 
 
-def gauge(conversation: Conversation) -> dict:
-    from compression.core.hygiene import hygiene_threshold
-    from sessions.services import runtime
-    from sessions.services.context import context_messages, session_active
-
-    cfg = runtime.current_config()
-    session = session_active(conversation)
-    window = runtime.session_window(conversation, session, cfg)
-    lowered = None
-    try:
-        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
-        threshold = engine.threshold_tokens
-        lowered = getattr(engine, "lowered_to_aux_window", None)
-    except runtime.ConfigurationProblem:
-        threshold = window
-    if session.last_prompt_tokens > 0:
-        tokens, source = session.last_prompt_tokens, "real"
-    else:
-        from compression.core.tokens import estimate_messages_tokens_rough
-
-        tokens, source = estimate_messages_tokens_rough(context_messages(session)), "estimated"
-    pct = min(100.0, 100.0 * tokens / window) if window else 0.0
-    threshold_pct = 100.0 * threshold / window
-    hygiene_pct = 100.0 * hygiene_threshold(window) / window
-    level = "ok" if tokens < 0.8 * threshold else "warn" if tokens < threshold else "high" if pct < hygiene_pct else "critical"
-    return {"tokens": tokens, "source": source, "window": window, "threshold": threshold, "pct": round(pct, 1),
-            "threshold_pct": round(threshold_pct, 1), "hygiene_pct": round(hygiene_pct, 1), "level": level,
-            "compressions": session.compression_count, "enabled": cfg.compression.enabled, "conversation_id": conversation.id,
-            "blocked": session.ineffective_count >= 2, "lowered_to_aux": lowered}
+def session_active_get(conversation: Conversation) -> Session:
+    """The active session, or an unsaved empty one for a conversation that has none (no write)."""
+    session = conversation.sessions.filter(ended_at__isnull=True).order_by("-id").first()
+    return session or Session(conversation=conversation)
 
 
-def cache_metrics(conversation: Conversation) -> dict:
-    from compression.core.caching import prompt_caching_status
-    from sessions.services import runtime
-
-    calls = ApiCall.objects.filter(conversation=conversation, purpose="agent", error="")
-    totals = calls.aggregate(prompt=Sum("prompt_tokens"), read=Sum("cache_read_tokens"), write=Sum("cache_write_tokens"),
-                             w5=Sum("cache_write_5m_tokens"), w1h=Sum("cache_write_1h_tokens"), cost=Sum("cost"),
-                             nocache=Sum("cost_without_cache"), n=Count("id"))
-    prompt = totals["prompt"] or 0
-    recent = list(calls.order_by("-id")[:40])
-    recent.reverse()
-    last = recent[-1] if recent else None
-    summariser_cost = ApiCall.objects.filter(conversation=conversation, purpose="compression").aggregate(c=Sum("cost"))["c"] or 0
-    cfg = runtime.current_config()
-    status = prompt_caching_status(conversation.model, conversation.provider, "")
-    peak = max([c.prompt_tokens for c in recent] or [1]) or 1
-    session_starts = set(conversation.sessions.exclude(parent=None).values_list("id", flat=True))
-    bars = []
-    for i, c in enumerate(recent):
-        h, read_h = round(60 * c.prompt_tokens / peak, 1), round(60 * c.cache_read_tokens / peak, 1)
-        bars.append({"x": i * 10, "h": h, "y": round(64 - h, 1), "read_h": read_h, "read_y": round(64 - read_h, 1),
-                     "prompt": c.prompt_tokens, "read": c.cache_read_tokens,
-                     "compressed": c.session_id in session_starts and (i == 0 or recent[i - 1].session_id != c.session_id)})
-    return {
-        "calls": totals["n"] or 0, "prompt": prompt, "read": totals["read"] or 0, "write": totals["write"] or 0,
-        "write_5m": totals["w5"] or 0, "write_1h": totals["w1h"] or 0,
-        "hit_rate": round(100.0 * (totals["read"] or 0) / prompt, 1) if prompt else 0.0,
-        "last_hit_rate": round(100.0 * last.cache_read_tokens / last.prompt_tokens, 1) if last and last.prompt_tokens else 0.0,
-        "cost": totals["cost"] or 0, "saved": (totals["nocache"] or 0) - (totals["cost"] or 0), "summariser_cost": summariser_cost,
-        "status_label": status.label(cfg.caching.cache_ttl), "enabled": status.enabled, "bars": bars,
-        "chart_width": max(10, len(bars) * 10),
-    }
+def api_call_totals(conversation: Conversation) -> dict:
+    """Sums over the conversation's successful agent calls, and what its summariser calls cost."""
+    agent = Q(purpose="agent", error="")
+    return ApiCall.objects.filter(conversation=conversation).aggregate(
+        prompt=Sum("prompt_tokens", filter=agent), read=Sum("cache_read_tokens", filter=agent),
+        write=Sum("cache_write_tokens", filter=agent), w5=Sum("cache_write_5m_tokens", filter=agent),
+        w1h=Sum("cache_write_1h_tokens", filter=agent), agent_cost=Sum("cost", filter=agent),
+        nocache=Sum("cost_without_cache", filter=agent), n=Count("id", filter=agent),
+        summariser_cost=Sum("cost", filter=Q(purpose="compression")))
 
 
-def conversation_rows(conversations) -> list[dict]:
-    """The list page: title, model, context usage, compressions, cache hit rate, last activity."""
-    rows = []
-    for c in conversations:
-        session = c.sessions.filter(ended_at__isnull=True).order_by("-id").first()
-        totals = ApiCall.objects.filter(conversation=c, purpose="agent", error="").aggregate(
-            prompt=Sum("prompt_tokens"), read=Sum("cache_read_tokens"))
-        window = c.context_length or _catalog_window(c.model)
-        used = session.last_prompt_tokens if session and session.last_prompt_tokens > 0 else 0
-        rows.append({"c": c, "usage_pct": round(100 * used / window, 1) if window else 0, "compressions": c.compressions,
-                     "hit_rate": round(100 * (totals["read"] or 0) / totals["prompt"], 1) if totals["prompt"] else None})
+def api_calls_recent(conversation: Conversation, limit: int = RECENT_CALLS) -> list[ApiCall]:
+    """The last `limit` successful agent calls, oldest first, with their sessions."""
+    rows = list(ApiCall.objects.filter(conversation=conversation, purpose="agent", error="")
+                .select_related("session").order_by("-id")[:limit])
+    rows.reverse()
     return rows
 
 
-def _catalog_window(model: str) -> int:
-    from llm.models import get_model
+def active_sessions_by_conversation(ids) -> dict:
+    sessions: dict = {}
+    for s in Session.objects.filter(conversation_id__in=ids, ended_at__isnull=True).order_by("id"):
+        sessions[s.conversation_id] = s  # the newest active session wins
+    return sessions
 
-    info = get_model(model)
-    return info.context_window if info else 200_000
+
+def api_call_totals_by_conversation(ids) -> dict:
+    """{conversation id: (prompt tokens, cache-read tokens)} of successful agent calls."""
+    rows = (ApiCall.objects.filter(conversation_id__in=ids, purpose="agent", error="").order_by()
+            .values("conversation_id").annotate(prompt=Sum("prompt_tokens"), read=Sum("cache_read_tokens")))
+    return {r["conversation_id"]: (r["prompt"] or 0, r["read"] or 0) for r in rows}
 
 
 def compaction_originals(event: CompressionEvent):

@@ -9,9 +9,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from sessions import fragments, selectors
+from sessions import fragments, presenters, selectors
 from sessions.models import Conversation
-from sessions.services.context import session_start
+from llm.models import model_label
+from llm.routes import route_label
 
 
 def _own(request, conversation_id) -> Conversation:
@@ -21,42 +22,95 @@ def _own(request, conversation_id) -> Conversation:
     return conversation
 
 
-def _reply(request, conversation: Conversation, text: str, *, level: str = "info"):
-    """A notice for htmx requests; a flash message and the page for plain form posts."""
+def _reply(request, conversation: Conversation, text: str, *, level: str = "info", html: str = ""):
+    """A notice for htmx requests; a flash message and the page for plain form posts. `html`, a
+    rendered fragment, replaces the notice (a form the user must answer: shown on its own page
+    without htmx)."""
+    if html and not request.htmx:
+        return render(request, "sessions/confirm.html", {"conversation": conversation, "fragment": html})
     if request.htmx:
         # 422 for a refused input (htmx is configured to swap it into the notices).
-        return HttpResponse(fragments.render_to_notice(text, level=level), status=422 if level == "error" else 200)
+        return HttpResponse(html or fragments.render_to_notice(text, level=level),
+                            status=422 if level == "error" else 200)
     getattr(flash, "error" if level == "error" else "info")(request, text)
     return redirect("conversation", conversation_id=conversation.id)
 
 
 @require_GET
 def home(request):
+    from sessions.services.routes import route_default, routes_available
+    from sessions.services.runtime import current_config
+
+    cfg = current_config()
     conversations = selectors.conversation_list_for_user(user=request.user)
-    return render(request, "sessions/home.html", {"conversations": selectors.conversation_rows(conversations)})
+    return render(request, "sessions/home.html", {"conversations": presenters.conversation_rows(conversations, cfg=cfg),
+                                                  "routes": routes_available(cfg), "default": route_default(cfg)})
+
+
+def _model_choice(request) -> tuple[str, str]:
+    """`provider:model` from the model picker (provider names never contain a colon)."""
+    provider, _, model = request.POST.get("model", "").partition(":")
+    return provider.strip(), model.strip()
 
 
 @require_POST
 def conversation_create(request):
+    from sessions.services.routes import RouteUnavailable, conversation_create
     from sessions.services.runtime import current_config
 
-    model = current_config().model
-    conversation = Conversation.objects.create(owner=request.user, provider=model.provider, model=model.model,
-                                               context_length=model.context_length, max_tokens=model.max_tokens)
-    session_start(conversation=conversation)
+    provider, model = _model_choice(request) if request.POST.get("model") else ("", "")
+    try:
+        conversation = conversation_create(owner=request.user, cfg=current_config(), provider=provider, model=model)
+    except RouteUnavailable as exc:
+        if request.htmx:
+            return HttpResponse(fragments.render_to_notice(str(exc), level="error"), status=422)
+        flash.error(request, str(exc))
+        return redirect("home")
+    url = reverse("conversation", args=[conversation.id])
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_POST
+def conversation_model_switch(request, conversation_id):
+    """Two steps: without `confirm` the reply warns (cold cache, the new threshold); with it, switch."""
+    from sessions.services.routes import RouteUnavailable, conversation_model_switch, route_resolve
+    from sessions.services.runtime import current_config
+
+    conversation = _own(request, conversation_id)
+    provider, model = _model_choice(request)
+    cfg = current_config()
+    try:
+        if request.POST.get("confirm") != "1":
+            choice = route_resolve(cfg, provider=provider, model=model)
+            return _reply(request, conversation, "", level="warning",
+                          html=fragments.render_model_switch_confirm(conversation, choice, cfg, request=request))
+        conversation_model_switch(conversation=conversation, cfg=cfg, provider=provider, model=model)
+    except RouteUnavailable as exc:
+        return _reply(request, conversation, str(exc), level="error")
     url = reverse("conversation", args=[conversation.id])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 @require_GET
 def conversation_detail(request, conversation_id):
+    from sessions.services.feasibility import feasibility
+    from sessions.services.notices import codex_autoraise_notice_for
+    from sessions.services.routes import route_env, routes_available
+    from sessions.services.runtime import current_config
+
     conversation = _own(request, conversation_id)
+    cfg = current_config()
     return render(request, "sessions/conversation.html", {
         "conversation": conversation,
+        "route_label": route_label(conversation.provider, base_url=cfg.model.base_url, env=route_env()),
+        "model_label": model_label(conversation.model),
+        "routes": routes_available(cfg),
+        "feasibility_warnings": feasibility(cfg, conversation=conversation).warnings,
+        "codex_notice": codex_autoraise_notice_for(request.user, conversation, cfg=cfg),
         "entries": selectors.transcript(conversation),
         "turn": selectors.turn_latest(conversation),
-        "gauge": selectors.gauge(conversation),
-        "cache": selectors.cache_metrics(conversation),
+        "gauge": presenters.gauge(conversation, cfg=cfg),
+        "cache": presenters.cache_panel(conversation, cfg=cfg),
         "events": selectors.compression_events(conversation),
         "max_chars": settings.HERMES_MAX_MESSAGE_CHARS,
     })
@@ -94,7 +148,11 @@ def conversation_compress(request, conversation_id):
 
 def _compress(request, conversation: Conversation, topic: str | None):
     from sessions.services.compaction import compression_request
+    from sessions.services.runtime import current_config
 
+    if not current_config().compression.enabled:
+        return _reply(request, conversation, "Compression is switched off by an administrator "
+                      "(compression.enabled), so nothing was compressed.", level="warning")
     if conversation.messages.filter(session__ended_at__isnull=True, archived=False).count() < 4:
         return _reply(request, conversation, "Nothing to compress yet: a compression needs at least 4 messages.",
                       level="warning")

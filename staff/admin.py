@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from staff.models import UserNotice
+from sessions.models import UserNotice
 
 
 @admin.register(UserNotice)

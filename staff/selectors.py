@@ -16,14 +16,15 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from compression.core.compressor import ANTI_THRASH_LIMIT
 from compression.core.thresholds import compute_threshold_tokens, resolve_threshold
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
+from sessions.presenters import bar, gauge_level
 from sessions.services import runtime
 
 PRESSURE_LIMIT = 200
 FLAGGED_LIMIT = 50
 DAYS = 30
-ANTITHRASH_LIMIT = 2  # SPEC §5: two ineffective compressions in a row stop automatic compression
 STATUSES = tuple(s for s, _ in CompressionEvent.STATUS)
 TRIGGERS = tuple(t for t, _ in CompressionEvent.TRIGGERS)
 FAILED_STATUSES = ("failed",)  # summary failures are recorded as failed (SPEC §6)
@@ -66,7 +67,7 @@ def session_flags(*, now: float | None = None) -> dict:
     return Session.objects.filter(ended_at__isnull=True).aggregate(
         active=Count("id"),
         cooldown=Count("id", filter=Q(cooldown_until__gt=now)),
-        antithrash=Count("id", filter=Q(ineffective_count__gte=ANTITHRASH_LIMIT)),
+        antithrash=Count("id", filter=Q(ineffective_count__gte=ANTI_THRASH_LIMIT)),
     )
 
 
@@ -74,11 +75,11 @@ def flagged_sessions(*, now: float | None = None, limit: int = FLAGGED_LIMIT) ->
     """Active sessions in a cooldown or anti-thrash blocked, newest first."""
     now = time.time() if now is None else now
     rows = (Session.objects.filter(ended_at__isnull=True)
-            .filter(Q(cooldown_until__gt=now) | Q(ineffective_count__gte=ANTITHRASH_LIMIT))
+            .filter(Q(cooldown_until__gt=now) | Q(ineffective_count__gte=ANTI_THRASH_LIMIT))
             .select_related("conversation__owner").order_by("-id")[:limit])
     return [{"session": s, "conversation": s.conversation, "owner": s.conversation.owner.get_username(),
              "cooldown_left": max(1, int(s.cooldown_until - now)) if (s.cooldown_until or 0) > now else 0,
-             "blocked": s.ineffective_count >= ANTITHRASH_LIMIT} for s in rows]
+             "blocked": s.ineffective_count >= ANTI_THRASH_LIMIT} for s in rows]
 
 
 def cache_totals() -> dict:
@@ -138,27 +139,18 @@ def daily_chart(rows: list[dict]) -> dict:
     peak_events = max([r["compressed"] + r["failed"] + r["other"] for r in rows] or [0]) or 1
     bars = []
     for i, r in enumerate(rows):
-        h, read_h = round(60 * r["prompt"] / peak_tokens, 1), round(60 * r["read"] / peak_tokens, 1)
-        ok_h = round(36 * r["compressed"] / peak_events, 1)
-        bad_h = round(36 * r["failed"] / peak_events, 1)
-        other_h = round(36 * r["other"] / peak_events, 1)
-        bars.append({**r, "x": i * 10, "h": h, "y": round(64 - h, 1), "read_h": read_h, "read_y": round(64 - read_h, 1),
-                     "ok_h": ok_h, "ok_y": round(40 - ok_h, 1), "bad_h": bad_h, "bad_y": round(40 - ok_h - bad_h, 1),
-                     "other_h": other_h, "other_y": round(40 - ok_h - bad_h - other_h, 1)})
+        h, y = bar(r["prompt"], peak_tokens)
+        read_h, read_y = bar(r["read"], peak_tokens)
+        # The compressions chart stacks its three bars on a 40 px baseline, 36 px at most.
+        ok_h, ok_y = bar(r["compressed"], peak_events, height=36, base=40)
+        bad_h, bad_y = bar(r["failed"], peak_events, height=36, base=ok_y)
+        other_h, other_y = bar(r["other"], peak_events, height=36, base=bad_y)
+        bars.append({**r, "x": i * 10, "h": h, "y": y, "read_h": read_h, "read_y": read_y,
+                     "ok_h": ok_h, "ok_y": ok_y, "bad_h": bad_h, "bad_y": bad_y, "other_h": other_h, "other_y": other_y})
     return {"bars": bars, "width": max(10, len(bars) * 10), "peak_tokens": peak_tokens, "peak_events": peak_events}
 
 
 # --- Per conversation ---------------------------------------------------------------------------
-
-
-def _level(tokens: int, threshold: int, window: int) -> str:
-    if tokens <= 0:
-        return "none"
-    if tokens < 0.8 * threshold:
-        return "ok"
-    if tokens < threshold:
-        return "warn"
-    return "high" if tokens < 0.85 * window else "critical"
 
 
 def conversation_pressure(*, cfg, now: float | None = None, limit: int = PRESSURE_LIMIT) -> dict:
@@ -189,10 +181,10 @@ def conversation_pressure(*, cfg, now: float | None = None, limit: int = PRESSUR
             "conversation": conv, "owner": conv.owner.get_username(), "tokens": tokens, "window": window,
             "threshold": threshold, "pct": pct, "bar_pct": min(pct, 100.0),
             "threshold_pct": round(100.0 * threshold / window, 1) if window else 0.0,
-            "level": _level(tokens, threshold, window), "awaiting_usage": session.last_prompt_tokens < 0,
+            "level": gauge_level(tokens, threshold, window), "awaiting_usage": session.last_prompt_tokens < 0,
             "compressions": compressions.get(conv.id, 0),
             "cooldown_left": max(1, int(session.cooldown_until - now)) if cooling else 0,
-            "blocked": session.ineffective_count >= ANTITHRASH_LIMIT,
+            "blocked": session.ineffective_count >= ANTI_THRASH_LIMIT,
             "autoraised": decision.raised,
         })
     rows.sort(key=lambda r: (r["pct"], r["conversation"].last_activity_at), reverse=True)
@@ -212,8 +204,18 @@ def metrics_snapshot(*, now: float | None = None) -> dict:
     }
 
 
+AUX_FAILURE_WINDOW = dt.timedelta(days=1)
+
+
+def auxiliary_failures(*, limit: int = 5) -> dict:
+    """Compressions of the last day whose auxiliary summariser failed (the main model stood in):
+    the sign of a misconfigured auxiliary route."""
+    recent = CompressionEvent.objects.filter(started_at__gte=timezone.now() - AUX_FAILURE_WINDOW).exclude(aux_failure="")
+    return {"count": recent.count(), "latest": list(recent.order_by("-id")[:limit])}
+
+
 def dashboard(*, cfg, now: float | None = None) -> dict:
-    from staff.feasibility import feasibility
+    from sessions.services.feasibility import feasibility
 
     now = time.time() if now is None else now
     days = daily()
@@ -226,4 +228,5 @@ def dashboard(*, cfg, now: float | None = None) -> dict:
         "days": days,
         "chart": daily_chart(days),
         "feasibility": feasibility(cfg),
+        "aux_failures": auxiliary_failures(),
     }

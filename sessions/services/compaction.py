@@ -1,5 +1,9 @@
-"""The one compaction service behind every trigger (SPEC §7): feasibility, lock, memory hook,
-engine, persist (rotation or in place), event, sentinel.
+"""Compaction behind every trigger (SPEC §7): lock, memory hook, engine, persist (rotation or in
+place), event. Three entry points over one core:
+
+- `compression_request`: queue a job (manual, hygiene, admin); the lock is taken at request time;
+- `compression_job_run`: run a queued job on the `compression` queue (holder and event id given);
+- `compression_inline`: compress now inside a running turn (preflight, post-response, recovery).
 
 A crash anywhere before the persist transaction leaves the session exactly as it was; the lock
 is a lease that expires on its own. Nothing is ever deleted.
@@ -10,29 +14,30 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Sum
 from django.dispatch import Signal
 from django.utils import timezone
 
 from compression.core.compressor import REASON_SUMMARY_FAILED
-from compression.core.summary import SummarizerUnavailable
-from sessions import fragments
-from sessions.events import broadcast
-from sessions.models import CompressionEvent, Conversation, Session
+from compression.core.summary import SummarizerUnavailable, SummaryResult, summary_max_tokens
+from llm.models import get_model
+from sessions import live
+from sessions.models import ApiCall, CompressionEvent, Conversation, Session
 from sessions.services import runtime
 from sessions.services.context import context_messages, context_rows, message_append, session_active
-from sessions.services.locks import lease_kept, lock_acquire, lock_refresh, lock_release
+from sessions.services.locks import COMPRESSION_LOCK, TURN_LOCK, lease_kept, lock_acquire, lock_refresh, lock_release
 from sessions.services.usage import usage_record
+from sessions.tasks import agent_turn_run as agent_turn_run_task
+from sessions.tasks import compression_run as compression_run_task
 
 log = logging.getLogger(__name__)
 
 # Memory providers connect here; each receiver returns text (or None) for the summariser.
 pre_compress = Signal()
-
-LOCK_KIND = "compression"
-
 
 def lock_ttl() -> float:
     return float(getattr(settings, "HERMES_COMPRESSION_LOCK_TTL", 300))
@@ -56,22 +61,19 @@ class Outcome:
         return self.event.status == "compressed"
 
 
-def _summarizer(*, conversation: Conversation, session: Session, cfg, model_holder: dict):
-    try:
-        provider, model = runtime.aux_route(conversation, cfg)
-    except Exception as exc:  # e.g. a custom route without base_url: no auxiliary model at all
-        reason = f"no auxiliary model is usable ({exc})"
+def _summarizer(*, conversation: Conversation, session: Session, cfg, provider, model: str):
+    """The summariser callable on one route: prompt in, the model's answer (text and stop reason)
+    out. Its output cap is the summary's room (SPEC §6: the budget is guidance in the prompt, not a
+    cap), bounded by the model's own output limit; a cut-off answer is recognised by the engine."""
+    info = get_model(model)
 
-        def unavailable(prompt: str, budget: int) -> str:
-            raise SummarizerUnavailable(reason)
-
-        return unavailable
-    model_holder["model"] = model
-
-    def summarise(prompt: str, budget: int) -> str:
+    def summarise(prompt: str, budget: int) -> SummaryResult:
+        max_tokens = summary_max_tokens(budget)
+        if info is not None:
+            max_tokens = min(max_tokens, info.max_output)
         try:
             final = provider.complete([{"role": "user", "content": prompt}], model=model,
-                                      max_tokens=max(1024, int(budget * 1.5)), timeout=cfg.auxiliary.timeout)
+                                      max_tokens=max_tokens, timeout=cfg.auxiliary.timeout)
         except Exception as exc:
             usage_record(conversation_id=conversation.id, session_id=session.id, usage=None, model=model,
                          provider=getattr(provider, "name", ""), purpose="compression", error=str(exc))
@@ -82,9 +84,35 @@ def _summarizer(*, conversation: Conversation, session: Session, cfg, model_hold
         text = (final.text or "").strip()
         if not text:
             raise SummaryError("the auxiliary model returned an empty summary")
-        return text
+        return SummaryResult(text, final.stop_reason)
 
     return summarise
+
+
+def _summarizers(*, conversation: Conversation, session: Session, cfg, model_holder: dict):
+    """(auxiliary summariser, fallback on the main model or None). When the auxiliary route
+    cannot even be built, the main model summarises and the reason is kept for staff."""
+    try:
+        main = (runtime.main_provider(conversation, cfg), conversation.model)
+    except runtime.ConfigurationProblem:
+        main = None
+    try:
+        provider, model = runtime.aux_route(conversation, cfg)
+    except Exception as exc:  # e.g. a custom route without base_url: no auxiliary model at all
+        reason = f"no auxiliary model is usable ({exc})"
+
+        def unavailable(prompt: str, budget: int) -> str:
+            raise SummarizerUnavailable(reason)
+
+        fallback = _summarizer(conversation=conversation, session=session, cfg=cfg, provider=main[0],
+                               model=main[1]) if main else None
+        return unavailable, fallback
+    model_holder["model"] = model
+    aux = _summarizer(conversation=conversation, session=session, cfg=cfg, provider=provider, model=model)
+    follows_main = cfg.auxiliary.provider in ("auto", "main") and model == conversation.model
+    fallback = None if main is None or follows_main else _summarizer(
+        conversation=conversation, session=session, cfg=cfg, provider=main[0], model=main[1])
+    return aux, fallback
 
 
 def _memory_context(messages: list[dict]) -> str | None:
@@ -96,8 +124,8 @@ def _progress(conversation_id, event: CompressionEvent, holder: str):
     def on_progress(phase: str) -> None:
         event.phase = phase
         event.save(update_fields=["phase"])
-        lock_refresh(conversation_id=conversation_id, kind=LOCK_KIND, holder=holder, ttl=lock_ttl())
-        broadcast(conversation_id, "compression_progress", fragments.render_compression_event(event))
+        lock_refresh(conversation_id=conversation_id, kind=COMPRESSION_LOCK, holder=holder, ttl=lock_ttl())
+        live.compression_progress(event)
     return on_progress
 
 
@@ -106,6 +134,9 @@ def _persist(*, conversation: Conversation, session: Session, result, in_place: 
     system, rest = result.messages[0], result.messages[1:]
     assert system["role"] == "system"
     with transaction.atomic():
+        # The conversation row first, as every writer of a conversation's sessions takes it (a
+        # model switch, message appends), so two writers never wait on each other in a circle.
+        Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
         if in_place:
             context_rows(session).update(archived=True)
             target = session
@@ -113,7 +144,11 @@ def _persist(*, conversation: Conversation, session: Session, result, in_place: 
             session.ended_at = timezone.now()
             session.end_reason = "compression"
             session.save(update_fields=["ended_at", "end_reason"])
-            target = Session.objects.create(conversation=conversation, parent=session)
+            # What the session learnt about the model (a window lowered by an overflow error, a
+            # threshold lowered to the summariser's window) holds for its continuation too.
+            target = Session.objects.create(conversation=conversation, parent=session,
+                                            context_length=session.context_length,
+                                            threshold_tokens=session.threshold_tokens)
         target.system_prompt = system["content"] if isinstance(system["content"], str) else str(system["content"])
         target.save(update_fields=["system_prompt"])
         summary_row = None
@@ -133,7 +168,7 @@ def _skipped(conversation: Conversation, session: Session, trigger: str, focus_t
     event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
                                             status="skipped", reason="already compressing",
                                             focus_topic=focus_topic or "", finished_at=timezone.now())
-    broadcast(conversation.id, "compression_result", fragments.render_compression_event(event))
+    live.compression_finished(event)
     return event
 
 
@@ -158,84 +193,99 @@ def compression_request(*, conversation_id, trigger: str, focus_topic: str | Non
                         force: bool = False, then_turn: int | None = None) -> CompressionEvent:
     """Queue a compression job (manual, hygiene, admin). The lock is taken now, so however many
     requests arrive at once exactly one is queued; the rest are recorded as skipped."""
-    from sessions import tasks
-
     conversation = Conversation.objects.get(id=conversation_id)
     session = session_active(conversation)
-    holder = lock_acquire(conversation_id=conversation.id, kind=LOCK_KIND, ttl=lock_ttl())
+    holder = lock_acquire(conversation_id=conversation.id, kind=COMPRESSION_LOCK, ttl=lock_ttl())
     if holder is not None:
         _close_interrupted(conversation)
     if holder is not None and trigger == "manual" and _just_compressed(conversation, focus_topic):
         # A double click (or twenty): the same request moments after one ran is the same request.
-        lock_release(conversation_id=conversation.id, kind=LOCK_KIND, holder=holder)
+        lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
         holder = None
     if holder is None:
         if then_turn is not None:
-            transaction.on_commit(lambda: tasks.agent_turn_run.delay(then_turn))
+            transaction.on_commit(lambda: agent_turn_run_task.delay(then_turn))
         return _skipped(conversation, session, trigger, focus_topic)
     event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
                                             status="queued", phase="queued", focus_topic=focus_topic or "")
-    broadcast(conversation.id, "compression_progress", fragments.render_compression_event(event))
+    live.compression_progress(event)
 
     def enqueue() -> None:
-        job = tasks.compression_run.si(event.id, holder, force)
+        job = compression_run_task.si(event.id, holder, force)
         if then_turn is None:
             job.apply_async()
         else:
-            (job | tasks.agent_turn_run.si(then_turn)).apply_async()
+            (job | agent_turn_run_task.si(then_turn)).apply_async()
 
     transaction.on_commit(enqueue)
     return event
 
 
-def compress_conversation(*, conversation_id, trigger: str, focus_topic: str | None = None, force: bool = False,
-                          in_place: bool | None = None, current_tokens: int | None = None,
-                          event_id: int | None = None, holder: str | None = None) -> Outcome:
-    """Compress the active session now. With `event_id`/`holder` (a queued job) the lock was taken
-    at request time and the turn lease is taken too, so a job never rotates a session under a
-    running turn (`ConversationBusy`: try again shortly). Without them (inline, from a turn that
-    already holds the turn lease) the lock is taken here."""
+def compression_job_run(*, event_id: int, holder: str, force: bool = False) -> Outcome:
+    """Run a queued compression. Its lock was taken at request time; the turn lease is taken too,
+    so a job never rotates a session under a running turn (`ConversationBusy`: try again shortly)."""
+    event = CompressionEvent.objects.select_related("conversation").get(id=event_id)
+    conversation = event.conversation
+    session = session_active(conversation)
+    if not lock_refresh(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder, ttl=lock_ttl()):
+        # The lease expired while queued and someone else took it.
+        CompressionEvent.objects.filter(id=event_id).update(status="skipped", reason="already compressing",
+                                                            phase="done", finished_at=timezone.now())
+        return Outcome(event=CompressionEvent.objects.get(id=event_id), session=session)
+    turn_holder = lock_acquire(conversation_id=conversation.id, kind=TURN_LOCK, ttl=lock_ttl())
+    if turn_holder is None:
+        raise ConversationBusy(str(conversation.id))
+    event.session, event.status, event.phase, event.started_at = session, "running", "starting", timezone.now()
+    event.save(update_fields=["session", "status", "phase", "started_at"])
+    live.compression_progress(event)
+    try:
+        return _compress(conversation=conversation, session=session, event=event, holder=holder, force=force)
+    finally:
+        lock_release(conversation_id=conversation.id, kind=TURN_LOCK, holder=turn_holder)
+
+
+def compression_inline(*, conversation_id, trigger: str, focus_topic: str | None = None, force: bool = False,
+                       in_place: bool | None = None, current_tokens: int | None = None) -> Outcome:
+    """Compress the active session now, from a turn that already holds the turn lease; the
+    compression lock is taken here (skipped when another compression holds it)."""
     conversation = Conversation.objects.get(id=conversation_id)
     session = session_active(conversation)
-    cfg = runtime.current_config()
-    turn_holder = None
-    if holder is not None:
-        if not lock_refresh(conversation_id=conversation.id, kind=LOCK_KIND, holder=holder, ttl=lock_ttl()):
-            # The lease expired while queued and someone else took it.
-            CompressionEvent.objects.filter(id=event_id).update(status="skipped", reason="already compressing",
-                                                                phase="done", finished_at=timezone.now())
-            return Outcome(event=CompressionEvent.objects.get(id=event_id), session=session)
-        turn_holder = lock_acquire(conversation_id=conversation.id, kind="turn", ttl=lock_ttl())
-        if turn_holder is None:
-            raise ConversationBusy(str(conversation.id))
-        event = CompressionEvent.objects.get(id=event_id)
-        event.session, event.status, event.phase, event.started_at = session, "running", "starting", timezone.now()
-    else:
-        holder = lock_acquire(conversation_id=conversation.id, kind=LOCK_KIND, ttl=lock_ttl())
-        if holder is None:
-            return Outcome(event=_skipped(conversation, session, trigger, focus_topic), session=session)
-        _close_interrupted(conversation)
-        event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
-                                                focus_topic=focus_topic or "", phase="starting")
-    focus_topic = focus_topic or event.focus_topic or None
-    trigger = event.trigger
+    holder = lock_acquire(conversation_id=conversation.id, kind=COMPRESSION_LOCK, ttl=lock_ttl())
+    if holder is None:
+        return Outcome(event=_skipped(conversation, session, trigger, focus_topic), session=session)
+    _close_interrupted(conversation)
+    event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
+                                            focus_topic=focus_topic or "", phase="starting")
+    return _compress(conversation=conversation, session=session, event=event, holder=holder, force=force,
+                     in_place=in_place, current_tokens=current_tokens)
 
+
+def _compress(*, conversation: Conversation, session: Session, event: CompressionEvent, holder: str,
+              force: bool = False, in_place: bool | None = None, current_tokens: int | None = None) -> Outcome:
+    """The shared core: build the engine with the summariser, compress, persist, record the event;
+    always releases the compression lock and closes the event."""
+    cfg = runtime.current_config()
+    focus_topic = event.focus_topic or None
+    trigger = event.trigger
     started = time.monotonic()
     try:
         # Gateway hygiene always compacts in place (SPEC §5.1).
         in_place = True if trigger == "hygiene" else (cfg.compression.in_place if in_place is None else in_place)
         event.in_place = in_place
         model_holder: dict = {}
-        summarizer = _summarizer(conversation=conversation, session=session, cfg=cfg, model_holder=model_holder)
-        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg, summarizer=summarizer)
+        summarizer, fallback = _summarizers(conversation=conversation, session=session, cfg=cfg,
+                                            model_holder=model_holder)
+        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg, summarizer=summarizer,
+                                      fallback_summarizer=fallback)
         event.aux_model = model_holder.get("model", "")
-        broadcast(conversation.id, "compression_progress", fragments.render_compression_event(event))
+        live.compression_progress(event)
 
         messages = context_messages(session)
-        with lease_kept(conversation_id=conversation.id, kind=LOCK_KIND, holder=holder, ttl=lock_ttl()):
+        with lease_kept(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder, ttl=lock_ttl()):
             result = engine.compress(
-                messages, current_tokens=current_tokens, focus_topic=focus_topic or None, force=force,
+                messages, current_tokens=current_tokens, focus_topic=focus_topic, force=force,
                 on_progress=_progress(conversation.id, event, holder), extra_context=_memory_context(messages),
+                today=timezone.localdate(),
             )
         event.status = _event_status(result)
         event.reason = result.reason or ""
@@ -243,6 +293,12 @@ def compress_conversation(*, conversation_id, trigger: str, focus_topic: str | N
         event.tokens_before, event.tokens_after = result.tokens_before, result.tokens_after
         event.pruned_count, event.summarized_count = result.pruned_count, result.summarized_count
         event.summary = result.summary or ""
+        event.messages_read, event.tokens_read = result.messages_read, result.tokens_read
+        event.summariser_calls = result.summarizer_calls
+        if result.summarizer_fallback_reason:
+            event.aux_failure = result.summarizer_fallback_reason[:2000]
+            log.warning("the auxiliary summariser of conversation %s failed (%s); the main model summarised",
+                        conversation.id, result.summarizer_fallback_reason)
         if result.status == "compressed":
             with transaction.atomic():
                 session = _persist(conversation=conversation, session=session, result=result, in_place=in_place, event=event)
@@ -254,18 +310,21 @@ def compress_conversation(*, conversation_id, trigger: str, focus_topic: str | N
         event.status = "failed"
         event.reason = f"{type(exc).__name__}: {exc}"[:2000]
     finally:
-        lock_release(conversation_id=conversation.id, kind=LOCK_KIND, holder=holder)
-        if turn_holder:
-            lock_release(conversation_id=conversation.id, kind="turn", holder=turn_holder)
+        lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
+        event.cost = _summariser_cost(conversation, session_ids={event.session_id, session.id}, since=event.started_at)
         event.phase = "done"
         event.duration_ms = int((time.monotonic() - started) * 1000)
         event.finished_at = timezone.now()
         event.save()
-    broadcast(conversation.id, "compression_result", fragments.render_compression_event(event))
-    if event.status == "compressed":
-        broadcast(conversation.id, "message", fragments.render_compaction_divider(event))
-        broadcast(conversation.id, "gauge", fragments.render_gauge(conversation))
+    live.compression_finished(event)
     return Outcome(event=event, session=session)
+
+
+def _summariser_cost(conversation: Conversation, *, session_ids, since) -> Decimal:
+    """What this compression's summariser calls cost (recorded as the calls were made)."""
+    total = ApiCall.objects.filter(conversation=conversation, purpose="compression", session_id__in=session_ids,
+                                   created_at__gte=since).aggregate(c=Sum("cost"))["c"]
+    return total or Decimal(0)
 
 
 def _event_status(result) -> str:

@@ -12,6 +12,10 @@ from django.utils import timezone
 
 from sessions.models import ConversationLock
 
+# The kinds of lease: one running turn and one running compression per conversation.
+TURN_LOCK = "turn"
+COMPRESSION_LOCK = "compression"
+
 
 def lock_acquire(*, conversation_id, kind: str, ttl: float, holder: str | None = None) -> str | None:
     """The holder token when acquired, None when someone else holds an unexpired lease."""

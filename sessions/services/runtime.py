@@ -8,9 +8,13 @@ from django.conf import settings
 
 from compression import settings_store
 from compression.core.engine import get_context_engine
-from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH
+from compression.core.thresholds import ContextWindowTooSmall, check_context_length
 from llm.models import get_model
+from llm.routes import simulator_needed
 from sessions.models import Conversation, Session
+
+# The window assumed for a model the catalogue does not know and no setting describes.
+UNKNOWN_MODEL_WINDOW = 200_000
 
 STATE_FIELDS = ("compression_count", "previous_summary", "cooldown_until", "ineffective_count", "last_prompt_tokens")
 
@@ -20,12 +24,15 @@ class ConfigurationProblem(Exception):
 
 
 def model_window(conversation: Conversation, cfg) -> int:
+    """The conversation's own override; else the admin's window when the conversation is on the
+    admin's model (so an edit applies at once); else the catalogue; else the assumed default."""
     if conversation.context_length:
         return conversation.context_length
-    if cfg.model.context_length:
-        return cfg.model.context_length
+    m = cfg.model
+    if m.context_length and (conversation.provider, conversation.model) == (m.provider, m.model):
+        return m.context_length
     info = get_model(conversation.model)
-    return info.context_window if info else 200_000
+    return info.context_window if info else UNKNOWN_MODEL_WINDOW
 
 
 def session_window(conversation: Conversation, session: Session, cfg) -> int:
@@ -35,12 +42,12 @@ def session_window(conversation: Conversation, session: Session, cfg) -> int:
     return window
 
 
-def engine_build(*, conversation: Conversation, session: Session, cfg, summarizer=None):
+def engine_build(*, conversation: Conversation, session: Session, cfg, summarizer=None, fallback_summarizer=None):
     window = session_window(conversation, session, cfg)
-    if window < MINIMUM_CONTEXT_LENGTH:
-        raise ConfigurationProblem(
-            f"model.context_length: {window:,} tokens is below the minimum of {MINIMUM_CONTEXT_LENGTH:,}; "
-            "choose a model with a larger window")
+    try:
+        check_context_length(window)
+    except ContextWindowTooSmall as exc:
+        raise ConfigurationProblem(f"model.context_length: {exc}") from None
     c = cfg.compression
     engine = get_context_engine(
         cfg.context.engine,
@@ -51,28 +58,28 @@ def engine_build(*, conversation: Conversation, session: Session, cfg, summarize
         protect_last_n=c.protect_last_n,
         max_tokens=conversation.max_tokens,
         summarizer=summarizer,
+        fallback_summarizer=fallback_summarizer,
         on_summary_failure=c.on_summary_failure,
         model=conversation.model,
         provider=conversation.provider,
         codex_autoraise=c.codex_gpt55_autoraise,
         codex_autoraise_notice=c.codex_gpt55_autoraise_notice,
+        # Feasibility (SPEC §7.1): the summariser reads the middle in chunks that fit its window,
+        # and a threshold above that window (or the session's stored one) is lowered to it.
+        summarizer_context_length=auxiliary_window(conversation, session, cfg),
+        threshold_tokens_cap=session.threshold_tokens,
     )
     engine.load_state({**(session.engine_state or {}), **{name: getattr(session, name) for name in STATE_FIELDS}})
-    # Feasibility (SPEC §7.1): the summariser must be able to read what it is asked to summarise,
-    # so a threshold above the auxiliary model's window is lowered to that window.
-    limit = min(filter(None, (session.threshold_tokens, auxiliary_window(conversation, cfg))), default=None)
-    if limit and limit < engine.threshold_tokens:
-        engine.threshold_tokens = limit
-        engine.tail_token_budget = int(limit * engine.target_ratio)
-        engine.lowered_to_aux_window = limit
     return engine
 
 
-def auxiliary_window(conversation: Conversation, cfg) -> int | None:
-    """The auxiliary (summariser) model's context window, when the catalog knows it."""
+def auxiliary_window(conversation: Conversation, session: Session, cfg) -> int | None:
+    """The summariser's context window: the session's own when the summariser is the main model,
+    else the auxiliary model's from the catalogue (None when unknown)."""
     aux = cfg.auxiliary
-    model = aux.model or (conversation.model if aux.provider in ("auto", "main") else "")
-    info = get_model(model) if model else None
+    if aux.provider in ("auto", "main") and not aux.model:
+        return session_window(conversation, session, cfg)
+    info = get_model(aux.model or conversation.model)
     return info.context_window if info else None
 
 
@@ -88,11 +95,21 @@ def engine_state_save(*, session: Session, engine) -> None:
     session.save(update_fields=[*STATE_FIELDS, "engine_state"])
 
 
-def provider_for(name: str, *, base_url: str = "", api_key: str = ""):
-    if name in ("simulator", "auto") and not settings.ANTHROPIC_API_KEY:
+def provider_for(name: str, *, base_url: str = "", api_key: str = "", cfg=None):
+    """The provider of a route. `auto` (the auxiliary default) is the installation's main route;
+    `custom` is the admin's OpenAI-compatible endpoint unless a base URL is given."""
+    if name == "auto":
+        name = "simulator" if simulator_needed({"ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY or ""}) else "anthropic"
+    if name == "simulator":
         return _provider("simulator", settings.HERMES_SIMULATOR_URL, "")
-    if name in ("anthropic", "auto"):
+    if name == "anthropic":
         return _provider("anthropic", base_url, api_key or settings.ANTHROPIC_API_KEY)
+    if name == "custom" and not base_url:
+        m = (cfg or current_config()).model
+        if not m.base_url:
+            raise ConfigurationProblem("model.base_url: the custom route needs the endpoint's base URL; "
+                                       "set it in the admin under Model defaults")
+        return _provider("custom", m.base_url, m.api_key)
     return _provider(name, base_url, api_key)
 
 
@@ -107,16 +124,17 @@ def _provider(name: str, base_url: str, api_key: str):
     return get_provider(name, api_key=api_key or None, base_url=base_url or None)
 
 
-def main_provider(conversation: Conversation):
-    return provider_for(conversation.provider)
+def main_provider(conversation: Conversation, cfg=None):
+    return provider_for(conversation.provider, cfg=cfg)
 
 
 def aux_route(conversation: Conversation, cfg) -> tuple[object, str]:
     """(provider, model) of the auxiliary summariser; `auto`/`main` follow the main model."""
     aux = cfg.auxiliary
     if aux.provider in ("auto", "main"):
-        return main_provider(conversation), aux.model or conversation.model
-    return provider_for(aux.provider, base_url=aux.base_url, api_key=aux.api_key), aux.model or conversation.model
+        return main_provider(conversation, cfg), aux.model or conversation.model
+    return (provider_for(aux.provider, base_url=aux.base_url, api_key=aux.api_key, cfg=cfg),
+            aux.model or conversation.model)
 
 
 def current_config():

@@ -79,11 +79,25 @@ def test_production_mode_with_a_short_secret_key_fails_the_system_check(tmp_path
     assert "hermes.E001" in result.stderr
 
 
-def test_the_system_check_names_an_unreachable_external_redis(tmp_path):
+def _closed_port() -> int:
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
-    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{port}/0", "HERMES_DATA_DIR": str(tmp_path)}
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+        return free.getsockname()[1]
+
+
+def test_migrate_needs_no_redis(tmp_path):
+    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{_closed_port()}/0", "HERMES_DATA_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "hermes.sqlite3").exists()
+
+
+def test_the_web_process_names_an_unreachable_external_redis(tmp_path):
+    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{_closed_port()}/0", "HERMES_DATA_DIR": str(tmp_path),
+           "DJANGO_SETTINGS_MODULE": "hermes_web.settings"}
+    result = subprocess.run([sys.executable, "-m", "hermes_web.procs", "web", "-p", str(_closed_port()),
+                             "hermes_web.asgi:application"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=60)
     assert result.returncode != 0
-    assert "hermes.E003" in result.stderr and "REDIS_URL: Redis is unreachable" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("hermes: REDIS_URL: Redis is unreachable")

@@ -86,15 +86,15 @@ def test_user_text_is_escaped_in_the_transcript(client, alice, conversation):
 
 @pytest.mark.django_db
 def test_archived_originals_are_only_visible_to_the_owner(client, alice, bob, conversation):
-    from sessions.services.compaction import compress_conversation
-    from llm.simulator import start_simulator
+    from sessions.services.compaction import compression_inline
+    from simulator import start_simulator
 
     fill(conversation, 12)
     with start_simulator() as sim:
         from django.conf import settings
 
         settings.HERMES_SIMULATOR_URL = sim.base_url
-        event = compress_conversation(conversation_id=conversation.id, trigger="manual", force=True).event
+        event = compression_inline(conversation_id=conversation.id, trigger="manual", force=True).event
     assert event.status == "compressed"
     url = reverse("compaction-originals", args=[conversation.id, event.id])
     client.force_login(bob)
@@ -124,3 +124,15 @@ def test_a_repeated_manual_request_moments_later_is_skipped(client, alice, conve
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post(url, {"text": "/compress auth flow"}, **HTMX)
     assert "queued" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_manual_compression_is_refused_while_compression_is_switched_off(client, alice, conversation):
+    from compression import settings_store
+
+    fill(conversation, 15)
+    settings_store.save_group("compression", {"enabled": False})
+    client.force_login(alice)
+    response = client.post(reverse("conversation-send", args=[conversation.id]), {"text": "/compress"}, **HTMX)
+    assert "Compression is switched off" in response.content.decode()
+    assert not CompressionEvent.objects.exists()

@@ -1,4 +1,4 @@
-"""Write-side services of the staff app.
+"""One-time notices per user account.
 
 ``codex_autoraise_notice_for`` returns the SPEC §4 notice at most once per user account: the first
 caller that records the ``UserNotice`` row gets the text, every later call (any conversation, any
@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 
 from compression import settings_store
 from compression.core.thresholds import is_codex_autoraise_model, resolve_threshold
-from staff.models import UserNotice
+from sessions.models import UserNotice
 
 CODEX_AUTORAISE_NOTICE = "codex_autoraise"
 OPT_OUT_HINT = "Staff change it in Admin → Context compression → compression settings."

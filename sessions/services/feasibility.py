@@ -1,4 +1,5 @@
-"""SPEC §7.1 feasibility of the current settings, as warnings for the staff dashboard.
+"""SPEC §7.1 feasibility of the current settings, as warnings for the staff dashboard (for the
+default model) and for a conversation's page (for that conversation's model).
 
 Checks, without any network call: can an auxiliary (summariser) model be reached at all, is its
 context window at least 64,000 tokens, and is it at least the main model's compression threshold
@@ -14,8 +15,8 @@ from django.conf import settings
 
 from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH, compute_threshold_tokens, resolve_threshold
 from llm.models import get_model
+from sessions.services.runtime import UNKNOWN_MODEL_WINDOW, model_window
 
-DEFAULT_WINDOW = 200_000  # what the runtime assumes for a main model missing from the catalog
 _KEY_ENV = {"openrouter": "OPENROUTER_API_KEY", "nous": "NOUS_API_KEY"}
 
 
@@ -35,23 +36,23 @@ class Feasibility:
     warnings: tuple[FeasibilityWarning, ...]
 
 
-def _main_window(cfg) -> int:
+def _default_window(cfg) -> int:
     if cfg.model.context_length:
         return cfg.model.context_length
     info = get_model(cfg.model.model)
-    return info.context_window if info else DEFAULT_WINDOW
+    return info.context_window if info else UNKNOWN_MODEL_WINDOW
 
 
-def _main_threshold(cfg, window: int) -> int:
+def _main_threshold(cfg, window: int, provider: str, model: str, max_tokens: int) -> int:
     c = cfg.compression
-    decision = resolve_threshold(c.threshold, provider=cfg.model.provider, model=cfg.model.model,
+    decision = resolve_threshold(c.threshold, provider=provider, model=model,
                                  codex_autoraise=c.codex_gpt55_autoraise, codex_autoraise_notice=False)
-    return compute_threshold_tokens(window, decision.threshold, cfg.model.max_tokens)
+    return compute_threshold_tokens(window, decision.threshold, max_tokens)
 
 
-def _unreachable(provider: str, aux, *, env) -> str | None:
+def _unreachable(provider: str, aux, *, env, main_base_url: str = "") -> str | None:
     """Why no summariser can be called on ``provider``, or None when it looks usable."""
-    if provider == "custom" and not aux.base_url:
+    if provider == "custom" and not (aux.base_url or main_base_url):
         return ("auxiliary.compression.provider is custom but auxiliary.compression.base_url is empty: "
                 "no auxiliary model can be reached")
     if provider == "anthropic" and not (aux.api_key or settings.ANTHROPIC_API_KEY):
@@ -63,15 +64,21 @@ def _unreachable(provider: str, aux, *, env) -> str | None:
     return None
 
 
-def feasibility(cfg, *, env=None) -> Feasibility:
-    """Evaluate ``cfg`` (a ``RuntimeConfig``); ``env`` defaults to ``os.environ``."""
+def feasibility(cfg, *, conversation=None, env=None) -> Feasibility:
+    """Evaluate ``cfg`` (a ``RuntimeConfig``) for the default model, or for ``conversation``'s
+    model when one is given; ``env`` defaults to ``os.environ``."""
     env = os.environ if env is None else env
     aux = cfg.auxiliary
+    if conversation is not None:
+        main_provider, main_model, max_tokens = conversation.provider, conversation.model, conversation.max_tokens
+        main_window = model_window(conversation, cfg)
+    else:
+        main_provider, main_model, max_tokens = cfg.model.provider, cfg.model.model, cfg.model.max_tokens
+        main_window = _default_window(cfg)
     follows_main = aux.provider in ("auto", "main")
-    provider = cfg.model.provider if follows_main else aux.provider
-    model = aux.model or cfg.model.model
-    main_window = _main_window(cfg)
-    threshold = _main_threshold(cfg, main_window)
+    provider = main_provider if follows_main else aux.provider
+    model = aux.model or main_model
+    threshold = _main_threshold(cfg, main_window, main_provider, main_model, max_tokens)
     warnings: list[FeasibilityWarning] = []
 
     if main_window < MINIMUM_CONTEXT_LENGTH:
@@ -79,7 +86,7 @@ def feasibility(cfg, *, env=None) -> Feasibility:
             "error", f"The main model's window ({main_window:,} tokens) is below the minimum of "
                      f"{MINIMUM_CONTEXT_LENGTH:,}; its conversations will be refused. "
                      "Fix model.context_length or choose a larger model."))
-    problem = _unreachable(provider, aux, env=env)
+    problem = _unreachable(provider, aux, env=env, main_base_url=cfg.model.base_url if follows_main else "")
     if problem:
         warnings.append(FeasibilityWarning(
             "error", f"No usable auxiliary model: {problem}. Every automatic compression will fail "

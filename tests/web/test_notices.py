@@ -1,12 +1,11 @@
 from __future__ import annotations
 
 import pytest
-from django.template import Context, Template
-from django.test import RequestFactory
+from django.urls import reverse
 
 from compression import settings_store
-from staff.models import UserNotice
-from staff.services import codex_autoraise_notice_for
+from sessions.models import UserNotice
+from sessions.services.notices import codex_autoraise_notice_for
 from tests.staff import builders as b
 
 pytestmark = pytest.mark.django_db
@@ -54,12 +53,10 @@ def test_it_returns_nothing_to_an_anonymous_user(alice):
     assert codex_autoraise_notice_for(AnonymousUser(), codex(alice)) is None
 
 
-def test_it_works_from_a_template(alice):
+def test_the_conversation_page_shows_it_once(client, alice):
     conversation = codex(alice)
-    request = RequestFactory().get("/")
-    request.user = alice
-    template = Template("{% load staff_notices %}{% codex_autoraise_notice conversation as notice %}"
-                        "{% if notice %}<p>{{ notice }}</p>{% endif %}")
-    first = template.render(Context({"request": request, "conversation": conversation}))
-    assert first.startswith("<p>Codex gpt-5.5") and "85%" in first
-    assert template.render(Context({"request": request, "conversation": conversation})) == ""
+    client.force_login(alice)
+    url = reverse("conversation", args=[conversation.id])
+    first = client.get(url).content.decode()
+    assert 'id="codex-autoraise-notice">Codex gpt-5.5' in first and "85%" in first
+    assert "codex-autoraise-notice" not in client.get(url).content.decode()

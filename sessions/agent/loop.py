@@ -1,0 +1,259 @@
+"""The agent loop: what runs on a worker for one chat turn (queue `agent`).
+
+`turn_drain` runs a conversation's queued turns in order under its turn lease. Each turn: the
+preflight check, a streaming model call, tool execution in the workspace, usage recording, the
+post-response check, error recovery with at most `max_compression_attempts` compressions, and an
+iteration cap. In-loop compressions run inline here (never waiting on another task).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+
+from django.conf import settings
+from django.utils import timezone
+
+from compression.core.caching import apply_cache_strategy, prompt_caching_status
+from compression.core.hygiene import made_progress, preflight_gate
+from compression.core.tokens import estimate_request_tokens_rough, estimate_tokens_rough, tools_text
+from llm.base import Final, TextDelta, ToolCall
+from llm.errors import ProviderError
+from sessions import live
+from sessions.agent.tools import run_tool, tool_schemas
+from sessions.models import Conversation, Session, Turn
+from sessions.services import runtime
+from sessions.services.compaction import compression_inline
+from sessions.services.context import context_messages, message_append, session_active
+from sessions.services.locks import TURN_LOCK, lock_acquire, lock_refresh, lock_release
+from sessions.services.usage import usage_record
+
+log = logging.getLogger(__name__)
+
+PREFLIGHT_MAX_PASSES = 3
+DELTA_FLUSH_SECONDS = 0.05
+
+
+class TurnFailed(Exception):
+    """The turn ends with this user-facing message."""
+
+
+def turn_lock_ttl() -> float:
+    return float(settings.HERMES_TURN_LOCK_TTL)
+
+
+def turn_drain(*, conversation_id) -> bool:
+    """Run the conversation's queued turns in order. False when another worker holds the lease."""
+    holder = uuid.uuid4().hex
+    if not lock_acquire(conversation_id=conversation_id, kind=TURN_LOCK, ttl=turn_lock_ttl(), holder=holder):
+        return False
+    try:
+        while True:
+            turn = Turn.objects.filter(conversation_id=conversation_id, status__in=("queued", "running")).order_by("id").first()
+            if turn is None:
+                return True
+            turn_run(turn=turn, holder=holder)
+    finally:
+        lock_release(conversation_id=conversation_id, kind=TURN_LOCK, holder=holder)
+
+
+def _fail(turn: Turn, message: str) -> None:
+    turn.status, turn.error, turn.finished_at = "failed", message, timezone.now()
+    turn.save(update_fields=["status", "error", "finished_at"])
+    live.turn_failed(turn)
+
+
+def turn_run(*, turn: Turn, holder: str) -> None:
+    turn.status, turn.started_at = "running", timezone.now()
+    turn.save(update_fields=["status", "started_at"])
+    conversation = turn.conversation
+    live.turn_changed(turn)
+    try:
+        _agent_loop(turn=turn, conversation=conversation, holder=holder)
+    except (TurnFailed, runtime.ConfigurationProblem) as exc:
+        _fail(turn, str(exc))
+        return
+    except Exception as exc:  # a bug must end the turn visibly, never leave it "running"
+        log.exception("turn %s crashed", turn.id)
+        _fail(turn, f"The turn failed unexpectedly ({type(exc).__name__}). Your messages are saved; try again.")
+        return
+    turn.status, turn.finished_at = "done", timezone.now()
+    turn.save(update_fields=["status", "finished_at", "iterations"])
+    live.turn_changed(turn)
+
+
+def _preflight(conversation: Conversation, cfg, tools: list[dict]) -> None:
+    for _ in range(PREFLIGHT_MAX_PASSES):
+        session = session_active(conversation)
+        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
+        messages = context_messages(session)
+        threshold = engine.threshold_tokens
+        if not preflight_gate(message_count=len(messages) - 1,
+                              rough_message_tokens=engine.estimate_history_tokens(messages),
+                              threshold_tokens=threshold, protect_first_n=cfg.compression.protect_first_n,
+                              protect_last_n=cfg.compression.protect_last_n):
+            return
+        rough = request_estimate(engine, messages, tools)
+        if rough < threshold or engine.should_defer_preflight_to_real_usage(rough):
+            return
+        outcome = compression_inline(conversation_id=conversation.id, trigger="preflight", current_tokens=rough)
+        e = outcome.event
+        if not outcome.compressed or not made_progress(e.messages_before, e.messages_after, e.tokens_before, e.tokens_after):
+            return
+
+
+def request_estimate(engine, messages: list[dict], tools: list[dict]) -> int:
+    """A request's size before it is sent: the stored per-message counts (tiktoken, counted once
+    per message) plus the tool schemas, never below the chars/4 rough estimate. chars/4 alone
+    under-counts code and logs, which let a real prompt over the threshold slip past preflight."""
+    precise = engine.count_messages_tokens(messages) + estimate_tokens_rough(tools_text(tools))
+    return max(precise, estimate_request_tokens_rough(messages, tools=tools))
+
+
+def _request_parts(messages: list[dict], tools: list[dict], cfg, conversation: Conversation,
+                   session: Session | None = None):
+    """Messages and tool schemas with the configured cache breakpoints (none when caching is off)."""
+    status = prompt_caching_status(conversation.model, conversation.provider, "")
+    if not status.enabled:
+        return messages, tools
+    # A context rebuilt by a compression is sent cold once: strategies may price that call differently.
+    hints = {"after_compression": session is not None and session.last_prompt_tokens == -1}
+    cached = apply_cache_strategy(messages, strategy=cfg.caching.strategy, cache_ttl=cfg.caching.cache_ttl,
+                                  native_anthropic=status.native_layout, tools=tools, hints=hints)
+    return cached.messages, cached.tools
+
+
+def _stream_once(*, provider, conversation: Conversation, messages: list[dict], tools, turn: Turn) -> Final:
+    final = None
+    pending, last_flush = [], time.monotonic()
+    stream_id = f"stream-{turn.id}-{turn.iterations}"
+    live.stream_started(conversation.id, stream_id)
+    for event in provider.stream(messages, model=conversation.model, max_tokens=conversation.max_tokens, tools=tools):
+        if isinstance(event, TextDelta):
+            pending.append(event.text)
+            if time.monotonic() - last_flush >= DELTA_FLUSH_SECONDS:
+                live.stream_delta(conversation.id, stream_id, "".join(pending))
+                pending, last_flush = [], time.monotonic()
+        elif isinstance(event, Final):
+            final = event
+        elif isinstance(event, ToolCall):
+            pass  # the final message carries every tool call; they are shown once stored
+    if pending:
+        live.stream_delta(conversation.id, stream_id, "".join(pending))
+    if final is None:
+        raise TurnFailed("The model's stream ended without a final message. Please try again.")
+    return final
+
+
+def _engine_tool_schemas(engine) -> list[dict]:
+    """The context engine's own tools in the agent's schema shape (name, description, parameters)."""
+    schemas = []
+    for schema in engine.get_tool_schemas() or []:
+        if isinstance(schema, dict) and isinstance(schema.get("function"), dict):
+            schema = schema["function"]
+        if isinstance(schema, dict) and schema.get("name"):
+            schemas.append({"name": schema["name"], "description": schema.get("description", ""),
+                            "parameters": schema.get("parameters") or {"type": "object", "properties": {}}})
+    return schemas
+
+
+def _engine_tool_call(engine, name: str, arguments: str, messages: list[dict]) -> str:
+    """Run one of the engine's tools; whatever goes wrong comes back to the model as an error."""
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+        if not isinstance(args, dict):
+            raise ValueError("the arguments must be a JSON object")
+    except ValueError as exc:
+        return f"Error: {name}: invalid arguments ({exc})"
+    try:
+        result = engine.handle_tool_call(name, args, messages=messages)
+    except Exception as exc:  # an engine's bug must not end the turn
+        log.exception("context engine tool %s failed", name)
+        return f"Error: {name} failed: {type(exc).__name__}: {exc}"
+    return result if isinstance(result, str) else json.dumps(result, default=str)
+
+
+RECOVERY_HINT = ("Try `/compress <topic>` to keep only what matters, start a new conversation with `/new`, "
+                 "or switch to a model with a larger context window.")
+
+
+def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
+    cfg = runtime.current_config()
+    engine_tools = _engine_tool_schemas(runtime.engine_build(conversation=conversation,
+                                                             session=session_active(conversation), cfg=cfg))
+    tools = tool_schemas(terminal_enabled=cfg.agent.terminal_enabled) + engine_tools
+    engine_tool_names = {t["name"] for t in engine_tools}
+    provider = runtime.main_provider(conversation, cfg)
+    if cfg.compression.enabled:
+        _preflight(conversation, cfg, tools)
+    attempts = 0
+    while turn.iterations < cfg.agent.max_iterations:
+        lock_refresh(conversation_id=conversation.id, kind=TURN_LOCK, holder=holder, ttl=turn_lock_ttl())
+        session = session_active(conversation)
+        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
+        messages = context_messages(session)
+        request, request_tools = _request_parts(messages, tools, cfg, conversation, session)
+        rough = request_estimate(engine, messages, tools)
+        started = time.monotonic()
+        try:
+            final = _stream_once(provider=provider, conversation=conversation, messages=request,
+                                 tools=request_tools, turn=turn)
+        except ProviderError as exc:
+            usage_record(conversation_id=conversation.id, session_id=session.id, usage=None, model=conversation.model,
+                         provider=provider.name, latency=time.monotonic() - started, error=exc.message)
+            if not exc.triggers_compression:
+                raise TurnFailed(f"The model call failed: {exc.message}") from exc
+            if not cfg.compression.enabled:
+                raise TurnFailed(f"The conversation no longer fits the model ({exc.message}). Compression is "
+                                 f"disabled, so nothing was compressed. {RECOVERY_HINT}") from exc
+            limit = getattr(exc, "limit", None)
+            if limit and limit < runtime.session_window(conversation, session, cfg):
+                session.context_length = limit
+                session.save(update_fields=["context_length"])
+            attempts += 1
+            if attempts > cfg.compression.max_compression_attempts:
+                raise TurnFailed(f"The conversation still does not fit after {attempts - 1} compressions "
+                                 f"({exc.message}). {RECOVERY_HINT}") from exc
+            outcome = compression_inline(conversation_id=conversation.id, trigger="error_recovery", force=True)
+            e = outcome.event
+            if not outcome.compressed or not made_progress(e.messages_before, e.messages_after, e.tokens_before, e.tokens_after):
+                raise TurnFailed(f"The conversation does not fit the model and compression could not shrink it "
+                                 f"({e.reason or e.status}). {RECOVERY_HINT}") from exc
+            continue
+        turn.iterations += 1
+        usage_record(conversation_id=conversation.id, session_id=session.id, usage=final.usage, model=final.model or conversation.model,
+                     provider=provider.name, latency=final.latency, stop_reason=final.stop_reason)
+        engine.note_request_estimate(rough)  # becomes the preflight baseline if the real prompt fits
+        engine.update_from_response(final.usage)
+        runtime.engine_state_save(session=session, engine=engine)
+        assistant = message_append(session=session, role="assistant", content=final.message.get("content"),
+                                   tool_calls=final.tool_calls or None)
+        live.message_added(assistant, stream_id=f"stream-{turn.id}-{turn.iterations - 1}")
+        live.gauge_changed(conversation)
+        live.usage_changed(conversation)
+        if not final.tool_calls:
+            return
+        for call in final.tool_calls:
+            fn = call.get("function", {})
+            if fn.get("name") in engine_tool_names:
+                content = _engine_tool_call(engine, fn.get("name", ""), fn.get("arguments") or "{}", messages)
+            else:
+                content = run_tool(fn.get("name", ""), fn.get("arguments") or "{}", workspace=conversation.workspace,
+                                   terminal_enabled=cfg.agent.terminal_enabled,
+                                   terminal_timeout=cfg.agent.terminal_timeout,
+                                   terminal_network=cfg.agent.terminal_network).content
+            tool_msg = message_append(session=session, role="tool", content=content, tool_call_id=call["id"],
+                                      name=fn.get("name", ""))
+            live.tool_result_added(tool_msg)
+        # Post-response check: the real prompt of that response against the threshold.
+        if cfg.compression.enabled:
+            session.refresh_from_db()
+            engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
+            # A response without usage is judged on the rough estimate of what comes next (SPEC §5.3),
+            # never on 0.
+            prompt = final.usage.prompt_tokens or request_estimate(engine, context_messages(session), tools)
+            if engine.should_compress(prompt):
+                compression_inline(conversation_id=conversation.id, trigger="post_response")
+    raise TurnFailed(f"Stopped after {cfg.agent.max_iterations} model calls in one turn (the iteration cap). "
+                     "Ask the agent to continue if there is more to do.")

@@ -1,0 +1,66 @@
+"""What the browser is told, one function per push: a message added, a streamed delta, the gauge,
+the cache panel, a turn's status, a compression's progress, a notice, and the whole live state a
+socket receives when it (re)connects.
+
+Services and the agent loop call these; they never render HTML themselves. Each push renders the
+same fragment the page view renders (`sessions.fragments`), so a reconnect and a push agree.
+"""
+from __future__ import annotations
+
+from sessions import fragments
+from sessions.events import broadcast
+
+
+def message_added(message, *, stream_id: str | None = None) -> None:
+    """A stored message; with `stream_id` it replaces that call's streaming placeholder."""
+    broadcast(message.conversation_id, "message", fragments.render_message(message, stream_id=stream_id))
+
+
+def tool_result_added(message) -> None:
+    broadcast(message.conversation_id, "tool_result", fragments.render_message(message))
+
+
+def stream_started(conversation_id, stream_id: str) -> None:
+    broadcast(conversation_id, "delta", fragments.render_stream_start(stream_id))
+
+
+def stream_delta(conversation_id, stream_id: str, text: str) -> None:
+    broadcast(conversation_id, "delta", fragments.render_stream_delta(stream_id, text))
+
+
+def gauge_changed(conversation) -> None:
+    broadcast(conversation.id, "gauge", fragments.render_gauge(conversation))
+
+
+def usage_changed(conversation) -> None:
+    broadcast(conversation.id, "usage", fragments.render_cache_panel(conversation))
+
+
+def turn_changed(turn) -> None:
+    broadcast(turn.conversation_id, "turn_status", fragments.render_turn_status(turn))
+
+
+def turn_failed(turn) -> None:
+    broadcast(turn.conversation_id, "error", fragments.render_turn_error(turn))
+    turn_changed(turn)
+
+
+def compression_progress(event) -> None:
+    broadcast(event.conversation_id, "compression_progress", fragments.render_compression_event(event))
+
+
+def compression_finished(event) -> None:
+    """The event's final state; a compaction also adds its divider and moves the gauge."""
+    broadcast(event.conversation_id, "compression_result", fragments.render_compression_event(event))
+    if event.status == "compressed":
+        broadcast(event.conversation_id, "message", fragments.render_compaction_divider(event))
+        gauge_changed(event.conversation)
+
+
+def notice(conversation_id, text: str, *, level: str = "info") -> None:
+    broadcast(conversation_id, "notice", fragments.render_notice(text, level=level))
+
+
+def live_state(conversation) -> str:
+    """Everything live, re-rendered from the database (sent on every socket (re)connect)."""
+    return fragments.render_live_state(conversation)

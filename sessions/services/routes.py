@@ -1,0 +1,98 @@
+"""A conversation's model route: the one place that decides which provider and model a
+conversation uses, creates conversations on it, and switches an existing conversation's model.
+
+The rule itself (which routes exist with this environment and these settings, which one a new
+conversation gets) is `llm.routes`; this module applies it to the database. A switch is an
+explicit user action (SPEC §8): it is recorded as a line in the transcript, resets what belonged
+to the old model (a window lowered by its overflow error, its real prompt size) and the next
+request uses the new model's window; the prompt cache starts cold.
+"""
+from __future__ import annotations
+
+import os
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from llm.routes import EndpointSettings, ModelChoice, Route, available_routes, default_route, find_route
+from sessions.models import Conversation, Message
+from sessions.services.context import message_append, session_active, session_start
+
+MODEL_SWITCH = "model_switch"  # Message.name of the transcript line a switch leaves
+
+
+class RouteUnavailable(ValueError):
+    """The chosen provider/model is not offered by any configured route; the text says why."""
+
+
+def route_env() -> dict[str, str]:
+    """The environment the routes are read from; the Anthropic key as Django's settings hold it."""
+    return {**os.environ, "ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY or ""}
+
+
+def route_settings(cfg) -> EndpointSettings:
+    m = cfg.model
+    return EndpointSettings(provider=m.provider, model=m.model, base_url=m.base_url, context_length=m.context_length)
+
+
+def routes_available(cfg) -> list[Route]:
+    return available_routes(route_settings(cfg), route_env())
+
+
+def route_default(cfg) -> ModelChoice:
+    return default_route(route_settings(cfg), route_env())
+
+
+def route_resolve(cfg, *, provider: str = "", model: str = "") -> ModelChoice:
+    """The choice asked for when a route offers it; the default when nothing was asked for."""
+    if not provider and not model:
+        return route_default(cfg)
+    routes = routes_available(cfg)
+    if find_route(routes, provider, model) is None:
+        offered = "; ".join(f"{r.label}: {', '.join(m.name for m in r.models)}" for r in routes)
+        raise RouteUnavailable(f"{model or '(no model)'} on {provider or '(no provider)'} is not available here "
+                               f"(available: {offered}).")
+    return ModelChoice(provider, model)
+
+
+def window_override(cfg, choice: ModelChoice) -> int | None:
+    """A window stored on the conversation: only a custom endpoint's model has none in the catalogue."""
+    if choice.provider == "custom" and cfg.model.context_length:
+        return cfg.model.context_length
+    return None
+
+
+@transaction.atomic
+def conversation_create(*, owner, cfg, provider: str = "", model: str = "") -> Conversation:
+    choice = route_resolve(cfg, provider=provider, model=model)
+    conversation = Conversation.objects.create(owner=owner, provider=choice.provider, model=choice.model,
+                                               context_length=window_override(cfg, choice),
+                                               max_tokens=cfg.model.max_tokens)
+    session_start(conversation=conversation)
+    return conversation
+
+
+@transaction.atomic
+def conversation_model_switch(*, conversation: Conversation, cfg, provider: str, model: str) -> Message | None:
+    """Switch the conversation's model; None when it is already on that model."""
+    choice = route_resolve(cfg, provider=provider, model=model)
+    conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+    if (conversation.provider, conversation.model) == (choice.provider, choice.model):
+        return None
+    old = f"{conversation.model} ({conversation.provider})"
+    conversation.provider, conversation.model = choice.provider, choice.model
+    conversation.context_length = window_override(cfg, choice)
+    conversation.last_activity_at = timezone.now()
+    conversation.save(update_fields=["provider", "model", "context_length", "last_activity_at"])
+    session = session_active(conversation)
+    # What the session learnt about the old model does not hold for the new one.
+    session.context_length = None
+    session.last_prompt_tokens = 0
+    session.save(update_fields=["context_length", "last_prompt_tokens"])
+    text = f"Model switched from {old} to {choice.model} ({choice.provider}). The prompt cache starts cold."
+    line = message_append(session=session, role="system", content=text, name=MODEL_SWITCH)
+    # Archived: the line belongs to the transcript, never to what the model is sent.
+    Message.objects.filter(pk=line.pk).update(archived=True)
+    line.archived = True
+    return line

@@ -1,0 +1,81 @@
+"""How many queries the live panels and the home page cost, pinned: a page with many panels, or a
+user with many conversations, must not multiply them."""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from sessions import live, presenters
+from sessions.models import ApiCall, Conversation, Session
+from sessions.services.context import message_append, session_active, session_start
+
+pytestmark = pytest.mark.django_db
+
+
+def busy_conversation(owner, title="busy") -> Conversation:
+    """A conversation with messages, calls in two sessions, a compaction divider and a turn."""
+    c = Conversation.objects.create(owner=owner, title=title, provider="simulator", model="sim-claude-200k")
+    session = session_start(conversation=c)
+    for i in range(6):
+        message_append(session=session, role="user", content=f"question {i}")
+        message_append(session=session, role="assistant", content=f"answer {i}")
+    child = Session.objects.create(conversation=c, parent=session)
+    session.ended_at = child.started_at
+    session.save()
+    summary = message_append(session=child, role="user", content="[summary]", is_summary=True)
+    c.compression_events.create(session=session, new_session=child, summary_message=summary, trigger="manual",
+                                status="compressed")
+    for s in (session, child):
+        for _ in range(3):
+            ApiCall.objects.create(conversation=c, session=s, provider="simulator", model=c.model,
+                                   prompt_tokens=1000, cache_read_tokens=800)
+    ApiCall.objects.create(conversation=c, session=child, purpose="compression", provider="simulator",
+                           model=c.model, cost=1)
+    c.turns.create(status="done")
+    child.last_prompt_tokens = 1200
+    child.save()
+    return c
+
+
+def test_the_gauge_takes_at_most_three_queries(alice, django_assert_max_num_queries):
+    c = busy_conversation(alice)
+    session = session_active(c)
+    session.last_prompt_tokens = 0  # the estimate path reads the context too
+    session.save()
+    with django_assert_max_num_queries(3):
+        g = presenters.gauge(c)
+    assert g["source"] == "estimated" and g["tokens"] > 0
+
+
+def test_the_cache_panel_takes_at_most_three_queries(alice, django_assert_max_num_queries):
+    c = busy_conversation(alice)
+    with django_assert_max_num_queries(3):
+        panel = presenters.cache_panel(c)
+    assert panel["calls"] == 6 and panel["hit_rate"] == 80.0 and panel["summariser_cost"] == 1
+    assert [b["compressed"] for b in panel["bars"]] == [False, False, False, True, False, False]
+
+
+def test_the_live_state_on_a_socket_connect_takes_at_most_eight_queries(alice, django_assert_max_num_queries):
+    c = busy_conversation(alice)
+    child = session_active(c)
+    for _ in range(3):  # more dividers must not mean more queries
+        summary = message_append(session=child, role="user", content="[another summary]", is_summary=True)
+        c.compression_events.create(session=child, summary_message=summary, trigger="manual", status="compressed")
+    with django_assert_max_num_queries(8):
+        html = live.live_state(c)
+    assert 'id="gauge"' in html and 'id="cache-panel"' in html and 'data-role="summary"' in html
+
+
+def test_the_home_page_costs_the_same_for_one_conversation_and_for_ten(client, alice):
+    client.force_login(alice)
+    busy_conversation(alice, "first")
+    with CaptureQueriesContext(connection) as one:
+        assert client.get(reverse("home")).status_code == 200
+    for i in range(9):
+        busy_conversation(alice, f"more {i}")
+    with CaptureQueriesContext(connection) as ten:
+        body = client.get(reverse("home")).content.decode()
+    assert body.count("/conversations/") >= 10
+    assert len(ten.captured_queries) == len(one.captured_queries)
