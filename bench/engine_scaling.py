@@ -34,8 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compression.core.compressor import ContextCompressor  # noqa: E402
-from compression.core.tokens import count_tokens, get_encoding, message_text, with_token_count  # noqa: E402
+from compression.core.compressor import ContextCompressor
+from compression.core.tokens import count_tokens, get_encoding, message_text, with_token_count
 
 SIZES = (200, 2_000, 20_000)
 WORDS = (
@@ -105,14 +105,14 @@ def bench(n: int) -> dict:
     window = max(64_000, total_tokens)
     summary_time = [0.0]
 
-    def summarizer(prompt: str, budget: int) -> str:
+    def summariser(prompt: str, budget: int) -> str:
         start = time.perf_counter()
         body = "## Goal\nKeep going.\n## Progress\n### Done\n- everything so far"
         summary_time[0] += time.perf_counter() - start
         return body
 
     def engine() -> ContextCompressor:
-        return ContextCompressor(window, target_ratio=0.10, summarizer=summarizer)
+        return ContextCompressor(window, target_ratio=0.10, summariser=summariser)
 
     # Per-turn estimate: one new message on top of a history whose counts are already known.
     eng = engine()
@@ -164,22 +164,22 @@ def bench_chunked(aux_window: int) -> dict:
     summary_time = [0.0]
     prompts: list[int] = []
 
-    def summarizer(prompt: str, budget: int) -> str:
+    def summariser(prompt: str, budget: int) -> str:
         start = time.perf_counter()
         prompts.append(len(prompt))
         body = "## Goal\nKeep going.\n## Progress\n### Done\n- everything so far"
         summary_time[0] += time.perf_counter() - start
         return body
 
-    engine = ContextCompressor(max(64_000, total_tokens), target_ratio=0.10, summarizer=summarizer,
-                               summarizer_context_length=aux_window)
+    engine = ContextCompressor(max(64_000, total_tokens), target_ratio=0.10, summariser=summariser,
+                               summariser_context_length=aux_window)
     middle = engine.preview(stored).tokens_to_summarize
     start = time.perf_counter()
     result = engine.compress(stored, force=True)
     elapsed = time.perf_counter() - start - summary_time[0]
     assert result.status == "compressed", result.reason
     assert result.messages_read == result.summarized_count, (result.messages_read, result.summarized_count)
-    return {"aux": aux_window, "middle": middle, "messages": result.summarized_count, "calls": result.summarizer_calls,
+    return {"aux": aux_window, "middle": middle, "messages": result.summarized_count, "calls": result.summariser_calls,
             "read": result.tokens_read, "time": elapsed}
 
 

@@ -237,6 +237,7 @@ class Publisher:
 
     def __init__(self, redis_url: str) -> None:
         from celery import Celery
+
         from hermes_web.channel_layer import HermesChannelLayer
         from hermes_web.config import channel_layers
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 
+from compression import guards
 from compression.core.config import SPECS, ConfigValueError, build_group, group_fields, valid_range
 from compression.model_checks import auxiliary_model_problems, main_model_problems
 from compression.models import (
@@ -24,7 +25,6 @@ from compression.models import (
     PromptCachingSettings,
 )
 from compression.yaml_io import MAX_CONFIG_BYTES
-from compression import guards
 
 
 class _ChoiceText(forms.CharField):

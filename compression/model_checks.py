@@ -10,7 +10,8 @@ Each problem is (setting, message); the message names the setting, as the valida
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH
 from llm.models import get_model

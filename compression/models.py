@@ -23,7 +23,6 @@ from django.utils import timezone
 from compression.core.caching import DEFAULT_STRATEGY
 from compression.core.config import SPECS, group_fields
 
-
 log = logging.getLogger(__name__)
 
 

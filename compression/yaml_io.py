@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 from django.db import transaction
 
-from compression import settings_store
+from compression import guards, settings_store
 from compression.core.config import (
     YAML_SECTIONS,
     ConfigValueError,
@@ -40,7 +40,6 @@ from compression.core.config import (
     group_fields,
     is_secret,
 )
-from compression import guards
 
 _SECTION_TO_GROUP = {path: group for group, path in YAML_SECTIONS.items()}
 # Aliases: (section path, key) → (group, field).

@@ -1,7 +1,6 @@
 """System checks that stop start-up loudly on a misconfiguration (tag "hermes")."""
 from __future__ import annotations
 
-
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 

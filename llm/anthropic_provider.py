@@ -8,7 +8,8 @@ retry policy is left alone (2 retries; 429/5xx/529 retried, 413 and mid-stream e
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import anthropic
 import httpx2

@@ -10,8 +10,9 @@ the answer (the auxiliary summariser: prompt in, text out).
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Literal, Mapping, Union
+from typing import Any, Literal
 
 from llm.usage import Usage
 
@@ -55,7 +56,7 @@ class Final:
         return list(self.message.get("tool_calls") or [])
 
 
-StreamEvent = Union[TextDelta, ToolCall, Final]
+StreamEvent = TextDelta | ToolCall | Final
 
 
 class Provider(abc.ABC):

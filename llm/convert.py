@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 JsonDict = dict[str, Any]
 
@@ -152,8 +153,8 @@ def convert_tool_schema(tool: Mapping[str, Any]) -> JsonDict:
     """OpenAI `{type: function, function: {...}}`, simple `{name, description, parameters}` or an
     Anthropic `{name, description, input_schema}` schema -> Anthropic tool definition."""
     tool = _strip_meta(tool)
-    spec = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
-    spec = _strip_meta(spec)
+    function = tool.get("function")
+    spec = _strip_meta(function if isinstance(function, Mapping) else tool)
     schema = spec.get("input_schema", spec.get("parameters"))
     if schema is None:
         schema = {"type": "object", "properties": {}}

@@ -11,7 +11,7 @@ into classes; the providers call it with what their SDK exception carried.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 # Phrases that mean "the prompt does not fit" across providers (Hermes' error classifier list,
 # minus the bare "max_tokens", which also matches output-cap errors that compression cannot fix).
@@ -59,6 +59,15 @@ _TOKENS_PATTERNS = (
 )
 MIN_PLAUSIBLE_LIMIT = 1_024
 MAX_PLAUSIBLE_LIMIT = 10_000_000
+
+
+class ErrorContext(TypedDict):
+    """Where a failure came from: the fields every `ProviderError` takes besides its message."""
+
+    status_code: int | None
+    provider: str
+    request_id: str | None
+    error_type: str | None
 
 
 class ProviderError(Exception):
@@ -182,7 +191,7 @@ def classify(
     an `error_type` of `overloaded_error`/`api_error` marks a mid-stream error (HTTP 200) as
     unavailability.
     """
-    kw = {"status_code": status_code, "provider": provider, "request_id": request_id, "error_type": error_type}
+    kw: ErrorContext = {"status_code": status_code, "provider": provider, "request_id": request_id, "error_type": error_type}
     low = (message or "").lower()
     if status_code == 413 or error_type == "request_too_large" or any(p in low for p in PAYLOAD_PATTERNS):
         return PayloadTooLargeError(message, **kw)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import httpx
 import openai
@@ -37,19 +38,19 @@ def to_openai_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, 
 
 
 def to_openai_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
-    tool = _strip_meta(tool)
-    if isinstance(tool.get("function"), Mapping):
-        return copy.deepcopy(tool)
+    spec: dict[str, Any] = _strip_meta(tool)
+    if isinstance(spec.get("function"), Mapping):
+        return copy.deepcopy(spec)
     out: dict[str, Any] = {
         "type": "function",
         "function": {
-            "name": tool.get("name") or "",
-            "description": tool.get("description") or "",
-            "parameters": copy.deepcopy(tool.get("parameters", tool.get("input_schema")) or {"type": "object", "properties": {}}),
+            "name": spec.get("name") or "",
+            "description": spec.get("description") or "",
+            "parameters": copy.deepcopy(spec.get("parameters", spec.get("input_schema")) or {"type": "object", "properties": {}}),
         },
     }
-    if tool.get("cache_control"):
-        out["cache_control"] = copy.deepcopy(tool["cache_control"])
+    if spec.get("cache_control"):
+        out["cache_control"] = copy.deepcopy(spec["cache_control"])
     return out
 
 

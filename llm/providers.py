@@ -8,7 +8,8 @@ Keys come from the argument, else the environment variable the world uses for th
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from llm.anthropic_provider import AnthropicProvider
 from llm.base import Provider

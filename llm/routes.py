@@ -16,14 +16,14 @@ route's default model. Pure: the environment and the settings come in as argumen
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from llm.models import DEFAULT_ANTHROPIC_MODEL, DEFAULT_SIMULATOR_MODEL, REAL_MODELS, SIMULATOR_MODELS, get_model
 
 ROUTE_LABELS = {
     "anthropic": "Anthropic",
-    "simulator": "Offline simulator",
+    "simulator": "offline simulator",
     "custom": "Custom endpoint",
     "openrouter": "OpenRouter",
     "nous": "Nous Portal",
@@ -69,7 +69,7 @@ class EndpointSettings:
 
 
 def route_label(provider: str, *, base_url: str = "", env: Mapping[str, str] | None = None) -> str:
-    """How the page names a route: 'Anthropic', 'Offline simulator', 'Custom endpoint (host)'."""
+    """How the page names a route: 'Anthropic', 'offline simulator', 'Custom endpoint (host)'."""
     env = os.environ if env is None else env
     label = ROUTE_LABELS.get(provider, provider or "unknown")
     if provider == "anthropic" and env.get("ANTHROPIC_BASE_URL"):

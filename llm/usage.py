@@ -11,8 +11,9 @@ Pure Python, no SDK imports: the normalisers accept plain dicts or SDK objects (
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 PER_MILLION = 1_000_000
 
@@ -42,7 +43,7 @@ class Usage:
         prompt = self.prompt_tokens
         return self.cache_read / prompt if prompt else 0.0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
         return Usage(
@@ -146,12 +147,12 @@ class Price:
     cache_read: float
 
     @classmethod
-    def from_base(cls, input: float, output: float) -> "Price":
+    def from_base(cls, input: float, output: float) -> Price:
         """Anthropic's standard multipliers: 5m write 1.25x, 1h write 2x, read 0.1x base input."""
         return cls(input, output, input * 1.25, input * 2, input * 0.1)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> "Price":
+    def from_mapping(cls, data: Mapping[str, Any]) -> Price:
         return cls(
             input=float(data.get("input", 0)),
             output=float(data.get("output", 0)),

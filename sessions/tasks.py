@@ -20,8 +20,8 @@ def conversation_notify(conversation_id: str, text: str) -> None:
 def agent_turn_run(self, turn_id: int) -> None:
     """Run the conversation's queued turns in order; another worker holding the lease drains them,
     so a busy conversation retries shortly instead of interleaving two turns."""
-    from sessions.models import Turn
     from sessions.agent.loop import turn_drain
+    from sessions.models import Turn
 
     conversation_id = Turn.objects.filter(id=turn_id).values_list("conversation_id", flat=True).first()
     if conversation_id is None:

@@ -9,10 +9,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from sessions import fragments, presenters, selectors
-from sessions.models import Conversation
 from llm.models import model_label
 from llm.routes import route_label
+from sessions import fragments, presenters, selectors
+from sessions.models import Conversation
 
 
 def _own(request, conversation_id) -> Conversation:

@@ -27,8 +27,8 @@ What it leaves unstated, by mode (`MODES`; `HERMES_SIM_CACHE`):
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from simulator.blocks import Marker
 

@@ -15,15 +15,16 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from compression.core.tokens import MESSAGE_OVERHEAD_TOKENS
 from compression.core.tokens import count_tokens as product_count_tokens
-from simulator import blocks as blocks_mod
 from llm.models import ModelCatalog, ModelInfo, catalog_from_json
 from llm.usage import Usage, compute_cost
+from simulator import blocks as blocks_mod
 from simulator import policy
 from simulator.cache import DOCUMENTED, PrefixCache, check_mode
 from simulator.clock import SimClock
@@ -130,7 +131,7 @@ class Simulator:
         self._reset_stats()
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Simulator":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Simulator:
         """Configuration from HERMES_SIM_* variables; keyword arguments win."""
         env = os.environ if env is None else env
         kwargs: dict[str, Any] = {}

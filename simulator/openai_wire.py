@@ -10,7 +10,8 @@ OpenRouter reports it for Claude: `prompt_tokens` includes cached tokens, with
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from llm.convert import from_anthropic_response, to_anthropic_request
 from simulator.engine import SimError, Simulator, Turn

@@ -20,11 +20,12 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from simulator.blocks import strip_cache_control
 from simulator import summary as summary_mod
+from simulator.blocks import strip_cache_control
 
 PROJECT_TOOLS = ("read_file", "write_file", "list_files", "search_files", "terminal")
 MAX_DEFAULT_WORDS = 400

@@ -22,14 +22,15 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from simulator import openai_wire
 from simulator.engine import MAX_BODY_BYTES, SimError, Simulator
-from simulator.sse import stream_events
 from simulator.faults import FAULT_HEADER, Fault, parse_fault
+from simulator.sse import stream_events
 
 DEFAULT_SLOW_SECONDS = 0.05
 
@@ -44,7 +45,7 @@ class Response:
 
 
 def _sse(name: str, data: Mapping[str, Any]) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8")
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
 def _error_envelope(exc: SimError, request_id: str) -> dict[str, Any]:
@@ -55,9 +56,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Small SSE frames go out at once instead of waiting on delayed ACKs (~0.1 s per response).
     disable_nagle_algorithm = True
-    server: "SimulatorHTTPServer"
+    server: SimulatorHTTPServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
             super().log_message(format, *args)
 
@@ -136,10 +137,10 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:
         self._handle("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._handle("POST")
 
 
@@ -291,7 +292,7 @@ class SimulatorServer:
         self.httpd.server_close()
         self.thread.join(timeout=5)
 
-    def __enter__(self) -> "SimulatorServer":
+    def __enter__(self) -> SimulatorServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

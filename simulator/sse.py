@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def stream_events(message: Mapping[str, Any], words_per_delta: int = 12) -> list[tuple[str, dict[str, Any]]]:

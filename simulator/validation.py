@@ -11,7 +11,8 @@ Pure Python. `validate_messages_request` raises `InvalidRequest` for the first p
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from simulator import blocks as _blocks
 

@@ -46,11 +46,11 @@ def compression_counts() -> dict[tuple[str, str], int]:
 
 
 def compression_summary(counts: dict[tuple[str, str], int]) -> dict:
-    by_status = {s: 0 for s in STATUSES}
-    by_trigger = {t: {s: 0 for s in STATUSES} for t in TRIGGERS}
+    by_status = dict.fromkeys(STATUSES, 0)
+    by_trigger = {t: dict.fromkeys(STATUSES, 0) for t in TRIGGERS}
     for (status, trigger), n in counts.items():
         by_status[status] = by_status.get(status, 0) + n
-        by_trigger.setdefault(trigger, {s: 0 for s in STATUSES})[status] = by_trigger[trigger].get(status, 0) + n
+        by_trigger.setdefault(trigger, dict.fromkeys(STATUSES, 0))[status] = by_trigger[trigger].get(status, 0) + n
     return {
         "by_status": by_status,
         "rows": [{"trigger": t, "counts": [by_trigger[t].get(s, 0) for s in by_status],

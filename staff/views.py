@@ -14,7 +14,6 @@ from compression import settings_store
 from staff import metrics as prometheus
 from staff import selectors
 
-
 DASHBOARD_PERMISSION = "agent_sessions.view_conversation"
 
 

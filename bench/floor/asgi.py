@@ -13,7 +13,7 @@ import os
 
 os.environ["DJANGO_SETTINGS_MODULE"] = "bench.floor.settings"
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

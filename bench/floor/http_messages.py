@@ -54,7 +54,7 @@ def _events() -> list[tuple[str, dict[str, Any]]]:
 # Encoded once: the floor does no per-request work beyond HTTP and reading the stream flag.
 JSON_BODY = json.dumps(MESSAGE).encode("utf-8")
 SSE_CHUNKS = [f"{len(frame):x}\r\n".encode() + frame + b"\r\n"
-              for frame in (f"event: {name}\ndata: {json.dumps(data)}\n\n".encode("utf-8") for name, data in _events())]
+              for frame in (f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in _events())]
 NOT_FOUND = b'{"type": "error", "error": {"type": "not_found_error", "message": "Not found"}}'
 REQUEST_ID = "req_floor000000000000000001"
 
@@ -63,7 +63,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # as the simulator: small SSE frames leave at once
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _json(self, status: int, payload: bytes) -> None:
@@ -74,7 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         if self.path.split("?", 1)[0] != "/v1/messages":
             self._json(404, NOT_FOUND)
@@ -102,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._json(404, NOT_FOUND)
 
 

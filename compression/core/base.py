@@ -70,10 +70,10 @@ class CompressionResult:
     # a local fallback summary or an abort reports what was read before the failure.
     messages_read: int = 0
     tokens_read: int = 0
-    summarizer_calls: int = 0
+    summariser_calls: int = 0
     # Set when the auxiliary summariser failed and the fallback summariser (the main model) wrote
     # the summary: the auxiliary failure, for a notice to staff that the route is misconfigured.
-    summarizer_fallback_reason: str = ""
+    summariser_fallback_reason: str = ""
 
     @property
     def compressed(self) -> bool:
@@ -101,7 +101,7 @@ class CompressionPreview:
     focus_topic: str | None = None
     first_compression: bool = True
     summarized_indices: tuple[int, int] = field(default=(0, 0))
-    summarizer_calls: int = 0
+    summariser_calls: int = 0
 
 
 class ContextEngine(ABC):
@@ -128,7 +128,7 @@ class ContextEngine(ABC):
         threshold: float = DEFAULT_THRESHOLD,
         target_ratio: float = DEFAULT_TARGET_RATIO,
         max_tokens: int | None = None,
-        summarizer_context_length: int | None = None,
+        summariser_context_length: int | None = None,
         threshold_tokens_cap: int | None = None,
         **_: Any,
     ) -> None:
@@ -137,7 +137,7 @@ class ContextEngine(ABC):
         if self.context_length > 0:
             tokens = compute_threshold_tokens(self.context_length, threshold, max_tokens)
             self.threshold_tokens, self.lowered_to_aux_window = cap_threshold_tokens(
-                tokens, summarizer_context_length, threshold_tokens_cap
+                tokens, summariser_context_length, threshold_tokens_cap
             )
             self.tail_token_budget = compute_tail_token_budget(self.threshold_tokens, target_ratio)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from .markers import is_summary_only
 from .summary import (
-    SummarizerUnavailable,
+    SummariserUnavailable,
     build_summary_prompt,
     clean_summary,
     serialize_message,
@@ -38,14 +38,14 @@ from .summary import (
 from .tokens import count_tokens
 
 # cl100k (the product's tokenizer) counts fewer tokens than some providers' own tokenizers do.
-SUMMARIZER_WINDOW_SHARE = 0.85
+SUMMARISER_WINDOW_SHARE = 0.85
 MIN_CHUNK_TOKENS = 1_000
 BLOCK_SEPARATOR = "\n\n"
 _SEPARATOR_TOKENS = 1  # "\n\n" is one cl100k token
 CUT_MARKER = "\n...[message cut to fit the summariser: about {kept:,} of {total:,} tokens kept]...\n"
 CUT_HEAD_SHARE = 0.7
 
-Summarizer = Callable[[str, int], Any]
+Summariser = Callable[[str, int], Any]
 TextCounter = Callable[[str], int]
 ChunkCallback = Callable[[int, int], None]  # (chunk number from 1, number of chunks)
 
@@ -177,7 +177,7 @@ def plan_summary(
     total = _join(rendered).tokens
 
     reserve = summary_max_tokens(budget)
-    limit = int(window * SUMMARIZER_WINDOW_SHARE) - reserve
+    limit = int(window * SUMMARISER_WINDOW_SHARE) - reserve
 
     def prompt_tokens(previous: str | None) -> int:
         return counter(
@@ -204,7 +204,7 @@ def plan_summary(
 
 def run_summary(
     plan: SummaryPlan,
-    summarizers: Sequence[Summarizer | None],
+    summarisers: Sequence[Summariser | None],
     *,
     budget: int,
     previous_summary: str | None = None,
@@ -214,14 +214,14 @@ def run_summary(
     on_chunk: ChunkCallback | None = None,
     counter: TextCounter = count_tokens,
 ) -> SummaryRun:
-    """Summarise every block of ``plan`` in order with ``summarizers[0]`` (then, after a failure of
-    it, ``summarizers[1]``); see the module docstring."""
-    route = [s for s in summarizers if s is not None]
+    """Summarise every block of ``plan`` in order with ``summarisers[0]`` (then, after a failure of
+    it, ``summarisers[1]``); see the module docstring."""
+    route = [s for s in summarisers if s is not None]
     primary_failure = ""
-    if summarizers and summarizers[0] is None and route:
+    if summarisers and summarisers[0] is None and route:
         primary_failure = "no auxiliary model configured"
     if not route:
-        return SummaryRun(None, SummarizerUnavailable("no auxiliary model configured"), 0, 0, 0)
+        return SummaryRun(None, SummariserUnavailable("no auxiliary model configured"), 0, 0, 0)
     running = previous_summary
     calls = messages = tokens = 0
     current = 0

@@ -5,14 +5,14 @@ Guarantees:
   ``_tokens`` count) with valid tool pairs, exactly one summary, and never more tokens than the
   input; ``aborted``/``noop`` results hold the input list itself.
 - The core never talks to the network: the summary comes from the injected
-  ``summarizer(prompt, budget)``, which returns a str or a ``SummaryResult`` (text + stop_reason)
+  ``summariser(prompt, budget)``, which returns a str or a ``SummaryResult`` (text + stop_reason)
   and may raise. The whole middle is read: in one call when it fits the summariser's window
-  (``summarizer_context_length``; when unknown, the 64,000-token minimum an auxiliary model must
+  (``summariser_context_length``; when unknown, the 64,000-token minimum an auxiliary model must
   have, so a call never overflows), otherwise in chunks, oldest first,
   each updating the running summary (``chunked``). A summary that stopped at its output cap is a
   failure (``SummaryTruncated``), never accepted half-written. When the summariser fails and a
-  ``fallback_summarizer`` (the main model) is given, it is tried once and the result says why.
-- ``SummarizerUnavailable`` (or no summarizer at all, or a summariser window that cannot hold a
+  ``fallback_summariser`` (the main model) is given, it is tried once and the result says why.
+- ``SummariserUnavailable`` (or no summariser at all, or a summariser window that cannot hold a
   chunk) starts a 600 s cooldown, any other failure a 60 s one. By default a failure aborts with the
   input unchanged; ``on_summary_failure="fallback"`` inserts the deterministic local summary
   instead. During a cooldown an automatic ``compress`` returns ``aborted``/``cooldown`` without
@@ -60,7 +60,7 @@ from .hygiene import should_defer_preflight
 from .markers import is_summary_message, summary_body_of, wrap_summary
 from .media import strip_historical_images
 from .pruning import prune_old_tool_results
-from .summary import SummarizerUnavailable, summary_budget
+from .summary import SummariserUnavailable, summary_budget
 from .thresholds import (
     DEFAULT_TARGET_RATIO,
     DEFAULT_THRESHOLD,
@@ -86,7 +86,7 @@ from .usage import prompt_tokens_of
 
 log = logging.getLogger(__name__)
 
-Summarizer = Callable[[str, int], Any]  # returns a str or a SummaryResult
+Summariser = Callable[[str, int], Any]  # returns a str or a SummaryResult
 
 TRANSIENT_COOLDOWN_SECONDS = 60
 NO_AUX_MODEL_COOLDOWN_SECONDS = 600
@@ -132,7 +132,7 @@ class ContextCompressor(ContextEngine):
         protect_first_n: int = 3,
         protect_last_n: int = 20,
         max_tokens: int | None = None,
-        summarizer: Summarizer | None = None,
+        summariser: Summariser | None = None,
         on_summary_failure: str = "abort",
         model: str = "",
         provider: str = "",
@@ -141,21 +141,21 @@ class ContextCompressor(ContextEngine):
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         token_counter: Callable[[Mapping[str, Any]], int] | None = None,
-        summarizer_context_length: int | None = None,
+        summariser_context_length: int | None = None,
         threshold_tokens_cap: int | None = None,
-        fallback_summarizer: Summarizer | None = None,
+        fallback_summariser: Summariser | None = None,
     ) -> None:
-        """``summarizer_context_length``: the auxiliary model's window (for ``auxiliary.provider =
+        """``summariser_context_length``: the auxiliary model's window (for ``auxiliary.provider =
         auto`` the main model's). It sizes the chunks the middle is read in and caps the threshold
         (SPEC §7.1). None (unknown): chunks are sized for the 64,000-token minimum an auxiliary
         model must have, which never overflows but may take more calls, and the threshold is kept.
         ``threshold_tokens_cap``: the session's stored threshold, if any.
-        ``fallback_summarizer``: tried once when ``summarizer`` fails (the main model)."""
+        ``fallback_summariser``: tried once when ``summariser`` fails (the main model)."""
         if on_summary_failure not in ON_FAILURE_CHOICES:
             raise ValueError(f"on_summary_failure must be one of {ON_FAILURE_CHOICES} (got {on_summary_failure!r})")
-        self.summarizer = summarizer
-        self.fallback_summarizer = fallback_summarizer
-        self.configured_summarizer_context_length = _positive_int(summarizer_context_length)
+        self.summariser = summariser
+        self.fallback_summariser = fallback_summariser
+        self.configured_summariser_context_length = _positive_int(summariser_context_length)
         self.threshold_tokens_cap = _positive_int(threshold_tokens_cap)
         self.on_summary_failure = on_summary_failure
         self.protect_first_n = max(0, int(protect_first_n))
@@ -188,12 +188,12 @@ class ContextCompressor(ContextEngine):
         self.context_length = context_length
         self.threshold = decision.threshold
         self.threshold_notice = decision.notice
-        self.summarizer_context_length = self.configured_summarizer_context_length or min(
+        self.summariser_context_length = self.configured_summariser_context_length or min(
             context_length, MINIMUM_CONTEXT_LENGTH
         )
         self.threshold_tokens, self.lowered_to_aux_window = cap_threshold_tokens(
             compute_threshold_tokens(context_length, self.threshold, self.max_tokens),
-            self.configured_summarizer_context_length,
+            self.configured_summariser_context_length,
             self.threshold_tokens_cap,
         )
         self.tail_token_budget = compute_tail_token_budget(self.threshold_tokens, self.target_ratio)
@@ -206,7 +206,7 @@ class ContextCompressor(ContextEngine):
         *,
         max_tokens: int | None = None,
         provider: str | None = None,
-        summarizer_context_length: int | None = None,
+        summariser_context_length: int | None = None,
         **_: Any,
     ) -> None:
         """Switch model/window; recomputes the budgets and forgets the old model's real-usage calibration."""
@@ -216,8 +216,8 @@ class ContextCompressor(ContextEngine):
             self.provider = provider
         if max_tokens is not None:
             self.max_tokens = normalise_max_tokens(max_tokens)
-        if summarizer_context_length is not None:
-            self.configured_summarizer_context_length = _positive_int(summarizer_context_length)
+        if summariser_context_length is not None:
+            self.configured_summariser_context_length = _positive_int(summariser_context_length)
         self._configure(context_length or self.context_length)
         self.last_prompt_tokens = 0
         self.last_real_prompt_tokens = 0
@@ -387,7 +387,7 @@ class ContextCompressor(ContextEngine):
             focus_topic=focus_topic,
             first_compression=plan.first_compression,
             summarized_indices=(start, end) if plan.bounds.has_content else (start, start),
-            summarizer_calls=calls,
+            summariser_calls=calls,
         )
 
     def _start_cooldown(self, seconds: float, reason: str) -> None:
@@ -404,7 +404,7 @@ class ContextCompressor(ContextEngine):
         today: datetime.date | str | None,
     ) -> SummaryPlan:
         return plan_summary(
-            turns, window=self.summarizer_context_length, budget=budget, previous_summary=previous,
+            turns, window=self.summariser_context_length, budget=budget, previous_summary=previous,
             focus_topic=focus_topic, extra_context=extra_context, today=today,
         )
 
@@ -419,20 +419,20 @@ class ContextCompressor(ContextEngine):
         progress: Callable[[str], None],
     ) -> tuple[SummaryRun, str]:
         """The run over every chunk and ``""`` on success, or the failure reason (with its cooldown)."""
-        if self.summarizer is None and self.fallback_summarizer is None:
+        if self.summariser is None and self.fallback_summariser is None:
             self._start_cooldown(NO_AUX_MODEL_COOLDOWN_SECONDS, NO_AUX_MODEL)
-            return SummaryRun(None, SummarizerUnavailable(NO_AUX_MODEL), 0, 0, 0), NO_AUX_MODEL
+            return SummaryRun(None, SummariserUnavailable(NO_AUX_MODEL), 0, 0, 0), NO_AUX_MODEL
         if not reading.feasible:
             reason = reading.infeasible_reason(budget)
             self._start_cooldown(NO_AUX_MODEL_COOLDOWN_SECONDS, reason)
-            return SummaryRun(None, SummarizerUnavailable(reason), 0, 0, 0), reason
+            return SummaryRun(None, SummariserUnavailable(reason), 0, 0, 0), reason
 
         def on_chunk(k: int, n: int) -> None:
             if n > 1:
                 progress(chunk_phase(k, n))
 
         run = run_summary(
-            reading, (self.summarizer, self.fallback_summarizer), budget=budget, previous_summary=previous,
+            reading, (self.summariser, self.fallback_summariser), budget=budget, previous_summary=previous,
             focus_topic=focus_topic, extra_context=extra_context, today=today, on_chunk=on_chunk,
         )
         if run.fallback_used:
@@ -440,7 +440,7 @@ class ContextCompressor(ContextEngine):
         if run.error is None:
             return run, ""
         exc = run.error
-        if isinstance(exc, SummarizerUnavailable):
+        if isinstance(exc, SummariserUnavailable):
             reason = str(exc) or NO_AUX_MODEL
             self._start_cooldown(NO_AUX_MODEL_COOLDOWN_SECONDS, reason)
         else:
@@ -478,8 +478,8 @@ class ContextCompressor(ContextEngine):
                 focus_topic=focus_topic,
                 messages_read=run.messages_read,
                 tokens_read=run.tokens_read,
-                summarizer_calls=run.calls,
-                summarizer_fallback_reason=run.primary_failure,
+                summariser_calls=run.calls,
+                summariser_fallback_reason=run.primary_failure,
             )
 
         def progress(phase: str) -> None:
@@ -571,8 +571,8 @@ class ContextCompressor(ContextEngine):
             focus_topic=focus_topic,
             messages_read=run.messages_read,
             tokens_read=run.tokens_read,
-            summarizer_calls=run.calls,
-            summarizer_fallback_reason=run.primary_failure,
+            summariser_calls=run.calls,
+            summariser_fallback_reason=run.primary_failure,
         )
 
     # Status and persistence -------------------------------------------------------------------
@@ -585,7 +585,7 @@ class ContextCompressor(ContextEngine):
             max_summary_tokens=self.max_summary_tokens,
             ineffective_count=self.ineffective_count,
             anti_thrash_limit=ANTI_THRASH_LIMIT,
-            summarizer_context_length=self.summarizer_context_length,
+            summariser_context_length=self.summariser_context_length,
             lowered_to_aux_window=self.lowered_to_aux_window,
             cooldown_remaining=self.cooldown_remaining(),
             blocked_reason=self.blocked_reason(),

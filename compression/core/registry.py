@@ -104,7 +104,7 @@ def _instantiate(source: EngineSource, kwargs: dict[str, Any]) -> ContextEngine:
     if isinstance(source, ContextEngine):
         return copy.deepcopy(source)
     try:
-        params = inspect.signature(source).parameters.values()
+        params = tuple(inspect.signature(source).parameters.values())
     except (TypeError, ValueError):
         params = ()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):

@@ -42,6 +42,12 @@ class FieldSpec:
     check: Callable[[Any], bool] = lambda v: True
     choices: Callable[[], tuple[str, ...] | list[str]] | None = None
 
+    def options(self) -> tuple[str, ...] | list[str]:
+        """The choices of a ``choice`` setting, read now (they can grow); TypeError for any other kind."""
+        if self.choices is None:
+            raise TypeError(f"a {self.kind!r} setting has no choices")
+        return self.choices()
+
 
 def _between(lo, hi):
     return lambda v: lo <= v <= hi
@@ -199,4 +205,4 @@ def field_spec(group: str, name: str) -> FieldSpec:
 def valid_range(group: str, name: str) -> str:
     """SPEC §9's wording of the valid values of one setting (choices listed when they can grow)."""
     spec = field_spec(group, name)
-    return spec.valid or ", ".join(spec.choices())
+    return spec.valid or ", ".join(spec.options())

@@ -92,7 +92,7 @@ def validate_value(group: str, name: str, value: Any) -> Any:
     except (TypeError, ValueError, OverflowError):
         raise _invalid(group, name, spec, value) from None
     if spec.kind == "choice":
-        ok = typed in spec.choices()
+        ok = typed in spec.options()
     elif typed is None:
         ok = spec.kind == "optional_int"
     else:

@@ -70,7 +70,7 @@ class SummaryFailed(Exception):
     """The summariser failed transiently (error, timeout, overflow, empty answer): 60 s cooldown."""
 
 
-class SummarizerUnavailable(SummaryFailed):
+class SummariserUnavailable(SummaryFailed):
     """No auxiliary model is configured (or it is unusable): 600 s cooldown."""
 
 

@@ -253,7 +253,8 @@ def tools_text(tools: Iterable[Mapping[str, Any]] | None) -> str:
     """Name + description + JSON parameters of each tool schema (OpenAI or Anthropic shape)."""
     out = []
     for tool in tools or ():
-        spec = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        function = tool.get("function")
+        spec = function if isinstance(function, Mapping) else tool
         out.append(str(spec.get("name") or ""))
         out.append(str(spec.get("description") or ""))
         params = spec.get("parameters", spec.get("input_schema"))

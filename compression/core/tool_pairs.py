@@ -56,7 +56,9 @@ def sanitize_tool_pairs(messages: Sequence[Mapping[str, Any]]) -> list[dict[str,
         if role != "assistant" or "tool_calls" not in msg:
             out.append(msg)
             continue
-        calls = [c for c in (msg.get("tool_calls") or ()) if call_id_of(c) and call_id_of(c) not in answered]
+        # Each kept call with its id, judged against the calls answered before this message.
+        live = [(c, cid) for c in (msg.get("tool_calls") or ()) if (cid := call_id_of(c)) and cid not in answered]
+        calls = [c for c, _ in live]
         if not calls:
             trimmed = {k: v for k, v in msg.items() if k not in ("tool_calls", TOKENS_KEY)}
             if trimmed.get("content") in (None, "", []):
@@ -66,8 +68,7 @@ def sanitize_tool_pairs(messages: Sequence[Mapping[str, Any]]) -> list[dict[str,
         if len(calls) != len(msg.get("tool_calls") or ()):
             msg = {**{k: v for k, v in msg.items() if k != TOKENS_KEY}, "tool_calls": calls}
         out.append(msg)
-        for call in calls:
-            cid = call_id_of(call)
+        for call, cid in live:
             answered.add(cid)
             found = next((j for j in results.get(cid, ()) if j > i and j not in used), None)
             if found is None:
@@ -104,14 +105,14 @@ def tool_pair_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
             if not calls:
                 problems.append(f"message {i}: empty tool_calls list")
             for call in calls:
-                cid = call_id_of(call)
-                if cid is None:
+                call_cid = call_id_of(call)
+                if call_cid is None:
                     problems.append(f"message {i}: tool call without an id")
                     continue
-                if cid in seen_calls:
-                    problems.append(f"message {i}: duplicate tool call id {cid}")
-                seen_calls.add(cid)
-                pending.append(cid)
+                if call_cid in seen_calls:
+                    problems.append(f"message {i}: duplicate tool call id {call_cid}")
+                seen_calls.add(call_cid)
+                pending.append(call_cid)
     if pending:
         problems.append(f"end: calls {pending} never answered")
     return problems

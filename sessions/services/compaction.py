@@ -23,7 +23,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from compression.core.compressor import REASON_SUMMARY_FAILED
-from compression.core.summary import SummarizerUnavailable, SummaryResult, summary_max_tokens
+from compression.core.summary import SummariserUnavailable, SummaryResult, summary_max_tokens
 from llm.models import get_model
 from sessions import live
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
@@ -61,7 +61,7 @@ class Outcome:
         return self.event.status == "compressed"
 
 
-def _summarizer(*, conversation: Conversation, session: Session, cfg, provider, model: str):
+def _summariser(*, conversation: Conversation, session: Session, cfg, provider, model: str):
     """The summariser callable on one route: prompt in, the model's answer (text and stop reason)
     out. Its output cap is the summary's room (SPEC §6: the budget is guidance in the prompt, not a
     cap), bounded by the model's own output limit; a cut-off answer is recognised by the engine."""
@@ -89,7 +89,7 @@ def _summarizer(*, conversation: Conversation, session: Session, cfg, provider, 
     return summarise
 
 
-def _summarizers(*, conversation: Conversation, session: Session, cfg, model_holder: dict):
+def _summarisers(*, conversation: Conversation, session: Session, cfg, model_holder: dict):
     """(auxiliary summariser, fallback on the main model or None). When the auxiliary route
     cannot even be built, the main model summarises and the reason is kept for staff."""
     try:
@@ -102,15 +102,15 @@ def _summarizers(*, conversation: Conversation, session: Session, cfg, model_hol
         reason = f"no auxiliary model is usable ({exc})"
 
         def unavailable(prompt: str, budget: int) -> str:
-            raise SummarizerUnavailable(reason)
+            raise SummariserUnavailable(reason)
 
-        fallback = _summarizer(conversation=conversation, session=session, cfg=cfg, provider=main[0],
+        fallback = _summariser(conversation=conversation, session=session, cfg=cfg, provider=main[0],
                                model=main[1]) if main else None
         return unavailable, fallback
     model_holder["model"] = model
-    aux = _summarizer(conversation=conversation, session=session, cfg=cfg, provider=provider, model=model)
+    aux = _summariser(conversation=conversation, session=session, cfg=cfg, provider=provider, model=model)
     follows_main = cfg.auxiliary.provider in ("auto", "main") and model == conversation.model
-    fallback = None if main is None or follows_main else _summarizer(
+    fallback = None if main is None or follows_main else _summariser(
         conversation=conversation, session=session, cfg=cfg, provider=main[0], model=main[1])
     return aux, fallback
 
@@ -273,10 +273,10 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
         in_place = True if trigger == "hygiene" else (cfg.compression.in_place if in_place is None else in_place)
         event.in_place = in_place
         model_holder: dict = {}
-        summarizer, fallback = _summarizers(conversation=conversation, session=session, cfg=cfg,
+        summariser, fallback = _summarisers(conversation=conversation, session=session, cfg=cfg,
                                             model_holder=model_holder)
-        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg, summarizer=summarizer,
-                                      fallback_summarizer=fallback)
+        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg, summariser=summariser,
+                                      fallback_summariser=fallback)
         event.aux_model = model_holder.get("model", "")
         live.compression_progress(event)
 
@@ -294,11 +294,11 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
         event.pruned_count, event.summarized_count = result.pruned_count, result.summarized_count
         event.summary = result.summary or ""
         event.messages_read, event.tokens_read = result.messages_read, result.tokens_read
-        event.summariser_calls = result.summarizer_calls
-        if result.summarizer_fallback_reason:
-            event.aux_failure = result.summarizer_fallback_reason[:2000]
+        event.summariser_calls = result.summariser_calls
+        if result.summariser_fallback_reason:
+            event.aux_failure = result.summariser_fallback_reason[:2000]
             log.warning("the auxiliary summariser of conversation %s failed (%s); the main model summarised",
-                        conversation.id, result.summarizer_fallback_reason)
+                        conversation.id, result.summariser_fallback_reason)
         if result.status == "compressed":
             with transaction.atomic():
                 session = _persist(conversation=conversation, session=session, result=result, in_place=in_place, event=event)

@@ -42,7 +42,7 @@ def session_window(conversation: Conversation, session: Session, cfg) -> int:
     return window
 
 
-def engine_build(*, conversation: Conversation, session: Session, cfg, summarizer=None, fallback_summarizer=None):
+def engine_build(*, conversation: Conversation, session: Session, cfg, summariser=None, fallback_summariser=None):
     window = session_window(conversation, session, cfg)
     try:
         check_context_length(window)
@@ -57,8 +57,8 @@ def engine_build(*, conversation: Conversation, session: Session, cfg, summarize
         protect_first_n=c.protect_first_n,
         protect_last_n=c.protect_last_n,
         max_tokens=conversation.max_tokens,
-        summarizer=summarizer,
-        fallback_summarizer=fallback_summarizer,
+        summariser=summariser,
+        fallback_summariser=fallback_summariser,
         on_summary_failure=c.on_summary_failure,
         model=conversation.model,
         provider=conversation.provider,
@@ -66,7 +66,7 @@ def engine_build(*, conversation: Conversation, session: Session, cfg, summarize
         codex_autoraise_notice=c.codex_gpt55_autoraise_notice,
         # Feasibility (SPEC §7.1): the summariser reads the middle in chunks that fit its window,
         # and a threshold above that window (or the session's stored one) is lowered to it.
-        summarizer_context_length=auxiliary_window(conversation, session, cfg),
+        summariser_context_length=auxiliary_window(conversation, session, cfg),
         threshold_tokens_cap=session.threshold_tokens,
     )
     engine.load_state({**(session.engine_state or {}), **{name: getattr(session, name) for name in STATE_FIELDS}})

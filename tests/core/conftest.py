@@ -64,7 +64,7 @@ class FakeClock:
         self.now += seconds
 
 
-class RecordingSummarizer:
+class RecordingSummariser:
     """Returns a fixed summary (or raises) and remembers every prompt and budget it was given."""
 
     def __init__(self, answer: str = "## Goal\nShip the feature.\n\n## Progress\n### Done\n- read src/f1.py", error: BaseException | None = None) -> None:
@@ -89,14 +89,14 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def summarizer() -> RecordingSummarizer:
-    return RecordingSummarizer()
+def summariser() -> RecordingSummariser:
+    return RecordingSummariser()
 
 
 @pytest.fixture
-def make_compressor(clock, summarizer):
+def make_compressor(clock, summariser):
     def make(context_length: int = 200_000, **kwargs: Any) -> ContextCompressor:
-        kwargs.setdefault("summarizer", summarizer)
+        kwargs.setdefault("summariser", summariser)
         kwargs.setdefault("clock", clock)
         kwargs.setdefault("wall_clock", lambda: clock.now + 1_700_000_000)
         return ContextCompressor(context_length, **kwargs)

@@ -33,11 +33,11 @@ def run_turns(engine: ContextCompressor, msgs: list[dict], turns: int) -> list[d
     return msgs
 
 
-def test_a_prompt_that_stays_over_the_threshold_stops_compaction_within_three_attempts(make_compressor, summarizer):
+def test_a_prompt_that_stays_over_the_threshold_stops_compaction_within_three_attempts(make_compressor, summariser):
     engine = make_compressor(200_000)
     run_turns(engine, history(20), 6)
-    assert len(summarizer.calls) <= 3  # was 6 of 6 turns, a summariser call each
-    assert len(summarizer.calls) == ANTI_THRASH_LIMIT
+    assert len(summariser.calls) <= 3  # was 6 of 6 turns, a summariser call each
+    assert len(summariser.calls) == ANTI_THRASH_LIMIT
     assert not engine.should_compress(150_000)
     reason = engine.blocked_reason()
     assert reason and "still over the compression threshold" in reason and "100,000" in reason
@@ -73,10 +73,10 @@ def test_an_empty_usage_consumes_the_verdict_without_a_strike(make_compressor):
     assert engine.ineffective_count == 0
 
 
-def test_a_manual_compress_still_runs_when_blocked(make_compressor, summarizer):
+def test_a_manual_compress_still_runs_when_blocked(make_compressor, summariser):
     engine = make_compressor(200_000)
     msgs = run_turns(engine, history(20), 6)
-    calls = len(summarizer.calls)
+    calls = len(summariser.calls)
     assert engine.compress(msgs).reason == "ineffective"
     assert engine.compress(history(20), force=True).compressed
-    assert len(summarizer.calls) == calls + 1
+    assert len(summariser.calls) == calls + 1

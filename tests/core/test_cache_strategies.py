@@ -19,8 +19,8 @@ from compression.core.caching import (
     ttl_order_ok,
 )
 from compression.core.config import known_strategies
-from simulator import blocks
 from llm.convert import to_anthropic_request
+from simulator import blocks
 
 from .conftest import assistant, call, result, system, user
 

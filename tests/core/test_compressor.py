@@ -6,7 +6,7 @@ import pytest
 from compression.core.compressor import ContextCompressor
 from compression.core.engine import CompressionResult
 from compression.core.markers import END_MARKER, FALLBACK_KEY, SUMMARY_KEY, SUMMARY_PREFIX, SYSTEM_NOTE
-from compression.core.summary import SummarizerUnavailable, SummaryFailed
+from compression.core.summary import SummariserUnavailable, SummaryFailed
 from compression.core.tool_pairs import tool_pair_problems
 
 from .conftest import assistant, call, result, sized, system, user
@@ -27,7 +27,7 @@ def summaries(msgs):
     return [m for m in msgs if m.get(SUMMARY_KEY)]
 
 
-def test_it_compresses_into_head_summary_and_tail(make_compressor, summarizer):
+def test_it_compresses_into_head_summary_and_tail(make_compressor, summariser):
     engine = make_compressor()
     msgs = long_chat()
     res = engine.compress(msgs)
@@ -38,13 +38,13 @@ def test_it_compresses_into_head_summary_and_tail(make_compressor, summarizer):
     assert len(summaries(out)) == 1
     summary = summaries(out)[0]
     assert summary["content"].startswith(SUMMARY_PREFIX) and summary["content"].endswith(END_MARKER)
-    assert summarizer.answer in summary["content"]
+    assert summariser.answer in summary["content"]
     assert out[-1]["content"] == "finished 39"
     assert res.summary.startswith(SUMMARY_PREFIX)
     assert res.messages_before == len(msgs) and res.messages_after == len(out)
     assert res.tokens_before > res.tokens_after > 0
     assert tool_pair_problems(out) == []
-    assert len(summarizer.calls) == 1
+    assert len(summariser.calls) == 1
 
 
 def test_it_reports_counts_that_add_up(make_compressor):
@@ -85,41 +85,41 @@ def test_it_sets_the_sentinel_and_counts_compressions(make_compressor):
     assert not engine.should_compress()  # −1 counts as 0: no immediate re-compression
 
 
-def test_it_decays_the_head_and_updates_the_summary_iteratively(make_compressor, summarizer):
+def test_it_decays_the_head_and_updates_the_summary_iteratively(make_compressor, summariser):
     engine = make_compressor()
     first = engine.compress(long_chat()).messages
     more = first + long_chat(turns=30)[1:]
-    summarizer.answer = "## Goal\nsecond"
+    summariser.answer = "## Goal\nsecond"
     second = engine.compress(more)
     assert second.status == "compressed"
     assert second.messages[0]["role"] == "system"
     assert second.messages[1].get(SUMMARY_KEY)  # head decayed to the system message alone
     assert second.messages[1]["role"] == "user"
     assert all(m.get("content") != "request 0" for m in second.messages)
-    prompt = summarizer.last_prompt
+    prompt = summariser.last_prompt
     assert "PREVIOUS SUMMARY:\n## Goal\nShip the feature." in prompt
     assert "NEW TURNS TO INCORPORATE:" in prompt
     assert len(summaries(second.messages)) == 1
     assert second.messages[0]["content"].count(SYSTEM_NOTE) == 1
 
 
-def test_it_does_not_leak_a_remembered_summary_from_another_session(make_compressor, summarizer):
+def test_it_does_not_leak_a_remembered_summary_from_another_session(make_compressor, summariser):
     engine = make_compressor()
     engine.load_state({"compression_count": 1, "previous_summary": "## Goal\nsomeone else's task"})
     engine.compress(long_chat())
-    assert "someone else's task" not in summarizer.last_prompt
-    assert "PREVIOUS SUMMARY" not in summarizer.last_prompt
+    assert "someone else's task" not in summariser.last_prompt
+    assert "PREVIOUS SUMMARY" not in summariser.last_prompt
 
 
-def test_it_passes_the_focus_topic_and_extra_context(make_compressor, summarizer):
+def test_it_passes_the_focus_topic_and_extra_context(make_compressor, summariser):
     make_compressor().compress(long_chat(), focus_topic="database migration", extra_context="Memory: user is Alice.")
-    assert 'FOCUS TOPIC: "database migration"' in summarizer.last_prompt
-    assert "Memory: user is Alice." in summarizer.last_prompt
+    assert 'FOCUS TOPIC: "database migration"' in summariser.last_prompt
+    assert "Memory: user is Alice." in summariser.last_prompt
 
 
-def test_it_gives_the_summariser_a_clamped_budget(make_compressor, summarizer):
+def test_it_gives_the_summariser_a_clamped_budget(make_compressor, summariser):
     make_compressor().compress(long_chat())
-    assert summarizer.calls[-1][1] == 10_000  # 20 % of >50K summarised tokens, capped at 5 % of 200K
+    assert summariser.calls[-1][1] == 10_000  # 20 % of >50K summarised tokens, capped at 5 % of 200K
 
 
 def test_it_reports_progress_phases_in_order(make_compressor):
@@ -135,8 +135,8 @@ def test_it_survives_a_broken_progress_callback(make_compressor):
     assert make_compressor().compress(long_chat(), on_progress=broken).status == "compressed"
 
 
-def test_it_aborts_on_summary_failure_returning_the_input_unchanged(make_compressor, summarizer):
-    summarizer.error = TimeoutError("aux model timed out")
+def test_it_aborts_on_summary_failure_returning_the_input_unchanged(make_compressor, summariser):
+    summariser.error = TimeoutError("aux model timed out")
     engine = make_compressor()
     msgs = long_chat()
     snapshot = copy.deepcopy(msgs)
@@ -150,22 +150,22 @@ def test_it_aborts_on_summary_failure_returning_the_input_unchanged(make_compres
 
 
 @pytest.mark.parametrize("answer", ["", "  \n"])
-def test_it_treats_an_empty_summary_as_a_failure(make_compressor, summarizer, answer):
-    summarizer.answer = answer
+def test_it_treats_an_empty_summary_as_a_failure(make_compressor, summariser, answer):
+    summariser.answer = answer
     res = make_compressor().compress(long_chat())
     assert res.status == "aborted" and "empty" in res.reason
 
 
-def test_it_cools_down_60s_after_a_transient_failure(make_compressor, summarizer, clock):
-    summarizer.error = SummaryFailed("HTTP 529 overloaded")
+def test_it_cools_down_60s_after_a_transient_failure(make_compressor, summariser, clock):
+    summariser.error = SummaryFailed("HTTP 529 overloaded")
     engine = make_compressor()
     engine.compress(long_chat())
-    summarizer.error = None
-    calls = len(summarizer.calls)
+    summariser.error = None
+    calls = len(summariser.calls)
     clock.advance(59)
     res = engine.compress(long_chat())
     assert (res.status, res.reason) == ("aborted", "cooldown")
-    assert len(summarizer.calls) == calls
+    assert len(summariser.calls) == calls
     engine.update_from_response({"input_tokens": 150_000})
     assert not engine.should_compress()
     assert "cooling down" in engine.blocked_reason()
@@ -175,7 +175,7 @@ def test_it_cools_down_60s_after_a_transient_failure(make_compressor, summarizer
 
 
 def test_it_cools_down_600s_when_no_auxiliary_model_is_configured(make_compressor, clock):
-    engine = make_compressor(summarizer=None)
+    engine = make_compressor(summariser=None)
     res = engine.compress(long_chat())
     assert res.status == "aborted" and "no auxiliary model" in res.reason
     clock.advance(599)
@@ -184,25 +184,25 @@ def test_it_cools_down_600s_when_no_auxiliary_model_is_configured(make_compresso
     assert engine.cooldown_remaining() == 0
 
 
-def test_it_cools_down_600s_when_the_summariser_says_it_is_unavailable(make_compressor, summarizer, clock):
-    summarizer.error = SummarizerUnavailable("auxiliary.compression.model is not set")
+def test_it_cools_down_600s_when_the_summariser_says_it_is_unavailable(make_compressor, summariser, clock):
+    summariser.error = SummariserUnavailable("auxiliary.compression.model is not set")
     engine = make_compressor()
     engine.compress(long_chat())
     assert engine.cooldown_remaining() == 600
 
 
-def test_it_lets_a_manual_compress_ignore_the_cooldown(make_compressor, summarizer):
-    summarizer.error = RuntimeError("boom")
+def test_it_lets_a_manual_compress_ignore_the_cooldown(make_compressor, summariser):
+    summariser.error = RuntimeError("boom")
     engine = make_compressor()
     engine.compress(long_chat())
-    summarizer.error = None
+    summariser.error = None
     res = engine.compress(long_chat(), force=True)
     assert res.status == "compressed"
     assert engine.cooldown_remaining() == 0
 
 
-def test_it_inserts_a_marked_fallback_summary_when_configured(make_compressor, summarizer):
-    summarizer.error = RuntimeError("provider down")
+def test_it_inserts_a_marked_fallback_summary_when_configured(make_compressor, summariser):
+    summariser.error = RuntimeError("provider down")
     engine = make_compressor(on_summary_failure="fallback")
     res = engine.compress(long_chat())
     assert res.status == "compressed" and res.fallback_used
@@ -219,9 +219,9 @@ def test_it_rejects_an_unknown_failure_mode():
         ContextCompressor(200_000, on_summary_failure="drop")
 
 
-def test_it_refuses_a_summary_that_would_grow_the_context(make_compressor, summarizer):
+def test_it_refuses_a_summary_that_would_grow_the_context(make_compressor, summariser):
     msgs = [system(), user("a"), assistant("b"), user("c"), assistant("d"), user("e"), assistant("f"), user("g"), assistant("h"), user("i"), assistant("j")]
-    summarizer.answer = "## Goal\n" + "very long summary " * 2_000
+    summariser.answer = "## Goal\n" + "very long summary " * 2_000
     res = make_compressor().compress(msgs, force=True)
     assert res.status == "aborted" and res.reason.startswith("no reduction")
     assert res.messages is msgs
@@ -237,7 +237,7 @@ def incompressible_chat():
     return msgs
 
 
-def test_it_latches_off_after_two_ineffective_compressions(make_compressor, summarizer):
+def test_it_latches_off_after_two_ineffective_compressions(make_compressor, summariser):
     engine = make_compressor(1_000_000)
     msgs = incompressible_chat()
     first = engine.compress(msgs)
@@ -250,9 +250,9 @@ def test_it_latches_off_after_two_ineffective_compressions(make_compressor, summ
     engine.update_from_response({"input": 600_000})
     assert not engine.should_compress()
     assert "Automatic compression is paused" in engine.blocked_reason()
-    calls = len(summarizer.calls)
+    calls = len(summariser.calls)
     assert engine.compress(msgs).reason == "ineffective"
-    assert len(summarizer.calls) == calls
+    assert len(summariser.calls) == calls
     assert engine.compress(msgs, force=True).status == "compressed"  # manual /compress still works
 
 
@@ -276,7 +276,7 @@ def test_it_judges_a_compression_effective_on_the_next_real_prompt(make_compress
     assert engine.ineffective_count == 0
 
 
-def test_it_counts_an_automatic_noop_as_a_strike_but_not_a_manual_one(make_compressor, summarizer):
+def test_it_counts_an_automatic_noop_as_a_strike_but_not_a_manual_one(make_compressor, summariser):
     engine = make_compressor()
     short = [system(), user("hi"), assistant("hello")]
     assert engine.compress(short).status == "noop"
@@ -285,7 +285,7 @@ def test_it_counts_an_automatic_noop_as_a_strike_but_not_a_manual_one(make_compr
     engine.ineffective_count = 0
     assert engine.compress(short, force=True).status == "noop"
     assert engine.ineffective_count == 0
-    assert summarizer.calls == []
+    assert summariser.calls == []
 
 
 def test_it_compares_only_prompt_tokens_with_the_threshold(make_compressor):
@@ -348,7 +348,7 @@ def test_it_defers_while_the_real_prompt_fit_and_the_estimate_grew_little(make_c
     assert not engine.should_defer_preflight_to_real_usage(126_000)
 
 
-def test_it_previews_without_calling_the_summariser_or_changing_state(make_compressor, summarizer):
+def test_it_previews_without_calling_the_summariser_or_changing_state(make_compressor, summariser):
     engine = make_compressor()
     msgs = long_chat()
     preview = engine.preview(msgs, focus_topic="auth")
@@ -358,7 +358,7 @@ def test_it_previews_without_calling_the_summariser_or_changing_state(make_compr
     assert 0 < preview.tokens_to_summarize < preview.tokens_before
     assert preview.head_messages == 4
     assert preview.head_messages + preview.messages_to_summarize + preview.tail_messages == len(msgs)
-    assert summarizer.calls == []
+    assert summariser.calls == []
     assert engine.compression_count == 0 and engine.last_prompt_tokens == 0
     res = engine.compress(msgs)
     assert res.summarized_count == preview.messages_to_summarize
@@ -372,10 +372,10 @@ def test_it_says_when_there_is_nothing_to_compress(make_compressor):
     assert engine.preview(short).reason == "nothing to compress"
 
 
-def test_it_exports_and_restores_its_state_into_a_new_instance(make_compressor, summarizer, clock):
+def test_it_exports_and_restores_its_state_into_a_new_instance(make_compressor, summariser, clock):
     engine = make_compressor()
     out = engine.compress(long_chat()).messages
-    summarizer.error = RuntimeError("flaky")
+    summariser.error = RuntimeError("flaky")
     engine.compress(out + long_chat(10)[1:], force=True)
     state = engine.export_state()
     assert state["compression_count"] == 1

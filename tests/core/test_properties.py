@@ -107,7 +107,7 @@ def make_engine(protect_first_n, protect_last_n, summary_words=30):
         target_ratio=0.10,
         protect_first_n=protect_first_n,
         protect_last_n=protect_last_n,
-        summarizer=lambda prompt, budget: summary,
+        summariser=lambda prompt, budget: summary,
     )
 
 
@@ -168,7 +168,7 @@ def test_it_returns_the_input_untouched_whenever_the_summary_fails(messages, err
         raise error
 
     snapshot = copy.deepcopy(messages)
-    res = ContextCompressor(64_000, target_ratio=0.10, summarizer=failing).compress(messages, force=True)
+    res = ContextCompressor(64_000, target_ratio=0.10, summariser=failing).compress(messages, force=True)
     assert res.status in ("aborted", "noop")
     assert res.messages is messages and messages == snapshot
 
@@ -179,7 +179,7 @@ def test_it_keeps_fallback_outputs_valid(messages):
     def failing(prompt, budget):
         raise RuntimeError("down")
 
-    res = ContextCompressor(64_000, target_ratio=0.10, summarizer=failing, on_summary_failure="fallback").compress(
+    res = ContextCompressor(64_000, target_ratio=0.10, summariser=failing, on_summary_failure="fallback").compress(
         messages, force=True
     )
     if res.status == "compressed":

@@ -167,14 +167,14 @@ def test_it_rejects_things_that_are_not_engines():
 
 
 def test_it_loads_the_bundled_example_plugin_from_the_default_folder():
-    from .conftest import RecordingSummarizer, assistant, user
+    from .conftest import RecordingSummariser, assistant, user
 
-    summarizer = RecordingSummarizer()
-    engine = get_context_engine("recent_focus", context_length=200_000, target_ratio=0.1, summarizer=summarizer)
+    summariser = RecordingSummariser()
+    engine = get_context_engine("recent_focus", context_length=200_000, target_ratio=0.1, summariser=summariser)
     assert type(engine).__name__ == "RecentFocusCompressor" and engine.name == "recent_focus"
     msgs = [{"role": "system", "content": "sys"}]
     for i in range(12):
         msgs += [user(f"please fix bug {i} " + "detail " * 3_000), assistant(f"fixed {i} " + "done " * 3_000)]
     res = engine.compress(msgs, force=True)
     assert res.status == "compressed"
-    assert 'FOCUS TOPIC: "Recent user focus: please fix bug 9' in summarizer.last_prompt
+    assert 'FOCUS TOPIC: "Recent user focus: please fix bug 9' in summariser.last_prompt

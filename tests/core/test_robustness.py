@@ -40,7 +40,7 @@ def test_malformed_tool_call_entries_never_crash_the_estimators(calls):
 
 @pytest.mark.parametrize("calls", MALFORMED)
 @pytest.mark.parametrize("on_failure", ["abort", "fallback"])
-def test_malformed_tool_call_entries_never_crash_compress(make_compressor, summarizer, calls, on_failure):
+def test_malformed_tool_call_entries_never_crash_compress(make_compressor, summariser, calls, on_failure):
     msgs = chat_with(calls)
     engine = make_compressor(on_summary_failure=on_failure)
     res = engine.compress(msgs, force=True)
@@ -51,7 +51,7 @@ def test_malformed_tool_call_entries_never_crash_compress(make_compressor, summa
 
 
 @pytest.mark.parametrize("calls", MALFORMED)
-def test_the_local_fallback_summary_reads_past_malformed_calls(make_compressor, summarizer, calls):
-    summarizer.error = RuntimeError("down")
+def test_the_local_fallback_summary_reads_past_malformed_calls(make_compressor, summariser, calls):
+    summariser.error = RuntimeError("down")
     res = make_compressor(on_summary_failure="fallback").compress(chat_with(calls), force=True)
     assert res.status == "compressed" and res.fallback_used

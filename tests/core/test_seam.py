@@ -17,9 +17,9 @@ from .conftest import assistant, system, user
 # Every keyword the host's engine_build passes (sessions/services/runtime.py), new ones included.
 HOST_KWARGS = dict(
     context_length=200_000, threshold=0.5, target_ratio=0.2, protect_first_n=3, protect_last_n=20,
-    max_tokens=4_096, summarizer=None, on_summary_failure="abort", model="claude-x", provider="anthropic",
-    codex_autoraise=True, codex_autoraise_notice=True, summarizer_context_length=64_000,
-    threshold_tokens_cap=None, fallback_summarizer=None,
+    max_tokens=4_096, summariser=None, on_summary_failure="abort", model="claude-x", provider="anthropic",
+    codex_autoraise=True, codex_autoraise_notice=True, summariser_context_length=64_000,
+    threshold_tokens_cap=None, fallback_summariser=None,
 )
 
 
@@ -76,12 +76,12 @@ def test_the_builtin_takes_its_caps_through_the_constructor():
     engine = get_context_engine("compressor", **HOST_KWARGS)
     assert isinstance(engine, ContextCompressor)
     assert (engine.threshold_tokens, engine.tail_token_budget, engine.lowered_to_aux_window) == (64_000, 12_800, 64_000)
-    assert engine.summarizer_context_length == 64_000
-    capped = get_context_engine("compressor", **{**HOST_KWARGS, "summarizer_context_length": None,
+    assert engine.summariser_context_length == 64_000
+    capped = get_context_engine("compressor", **{**HOST_KWARGS, "summariser_context_length": None,
                                                  "threshold_tokens_cap": 70_000})
     assert (capped.threshold_tokens, capped.lowered_to_aux_window) == (70_000, 70_000)
-    assert capped.summarizer_context_length == 64_000  # unknown: the smallest window an aux model may have
-    uncapped = get_context_engine("compressor", **{**HOST_KWARGS, "summarizer_context_length": 1_000_000})
+    assert capped.summariser_context_length == 64_000  # unknown: the smallest window an aux model may have
+    uncapped = get_context_engine("compressor", **{**HOST_KWARGS, "summariser_context_length": 1_000_000})
     assert uncapped.lowered_to_aux_window is None and uncapped.threshold_tokens == 97_952
     uncapped.update_model(context_length=150_000)
     assert uncapped.threshold_tokens == 72_952  # a model switch keeps the caps and recomputes

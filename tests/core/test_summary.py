@@ -215,11 +215,11 @@ def test_it_gives_today_as_a_date_for_completed_actions_when_the_host_passes_it(
     assert "Today's date" not in build_summary_prompt([user("hi")], budget=2_000)
 
 
-def test_it_passes_the_date_to_every_summariser_call(make_compressor, summarizer):
+def test_it_passes_the_date_to_every_summariser_call(make_compressor, summariser):
     import datetime
 
     msgs = [{"role": "system", "content": "s"}] + [
         (user if i % 2 == 0 else assistant)(f"m{i} " + "word " * 600) for i in range(170)]
-    make_compressor(200_000, summarizer_context_length=64_000).compress(msgs, force=True, today=datetime.date(2026, 1, 2))
-    assert len(summarizer.calls) > 1
-    assert all("Today's date is 2026-01-02" in prompt for prompt, _ in summarizer.calls)
+    make_compressor(200_000, summariser_context_length=64_000).compress(msgs, force=True, today=datetime.date(2026, 1, 2))
+    assert len(summariser.calls) > 1
+    assert all("Today's date is 2026-01-02" in prompt for prompt, _ in summariser.calls)

@@ -9,7 +9,13 @@ import pytest
 
 from llm.anthropic_provider import AnthropicProvider
 from llm.base import Final, TextDelta, ToolCall
-from llm.errors import AuthenticationError, ContextOverflowError, InvalidRequestError, ProviderUnavailableError, RateLimitError
+from llm.errors import (
+    AuthenticationError,
+    ContextOverflowError,
+    InvalidRequestError,
+    ProviderUnavailableError,
+    RateLimitError,
+)
 from llm.openai_provider import OpenAICompatibleProvider
 from llm.providers import UnknownProviderError, default_provider_name, get_provider
 from llm.usage import Usage

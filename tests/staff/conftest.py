@@ -33,7 +33,7 @@ def scenario(alice, bob):
 
     now = time.time()
     yesterday_noon = dt.datetime.combine(timezone.localdate() - dt.timedelta(days=1), dt.time(12),
-                                         tzinfo=dt.timezone.utc)
+                                         tzinfo=dt.UTC)
     a = b.conversation(alice, title="Alpha")
     sa = b.session(a, last_prompt_tokens=150_000, cooldown_until=now + 120)
     bc = b.conversation(bob, title="Bravo", context_length=100_000)

@@ -5,8 +5,7 @@ import json
 
 import pytest
 
-from sessions.agent.tools import TOOL_SCHEMAS, ToolResult, run_tool, tool_schemas
-from sessions.agent.tools import files
+from sessions.agent.tools import TOOL_SCHEMAS, ToolResult, files, run_tool, tool_schemas
 
 
 def test_it_offers_terminal_only_when_enabled():

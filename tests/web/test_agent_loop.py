@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from compression import settings_store
-from simulator import parse_fault, start_simulator
+from sessions.agent.loop import turn_drain
 from sessions.models import ApiCall, CompressionEvent, Conversation, Message, Turn
 from sessions.services.compaction import compression_inline
 from sessions.services.context import context_messages, message_append, session_active, session_start
-from sessions.agent.loop import turn_drain
 from sessions.services.turns import TurnRejected, turn_submit
+from simulator import parse_fault, start_simulator
 
 
 @pytest.fixture(scope="module")

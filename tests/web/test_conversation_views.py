@@ -111,8 +111,8 @@ def test_a_repeated_manual_request_moments_later_is_skipped(client, alice, conve
     url = reverse("conversation-send", args=[conversation.id])
     with django_capture_on_commit_callbacks(execute=False):
         client.post(url, {"text": "/compress"}, **HTMX)
-    from sessions.services.locks import lock_release
     from sessions.models import ConversationLock
+    from sessions.services.locks import lock_release
 
     lock = ConversationLock.objects.get(kind="compression")
     lock_release(conversation_id=conversation.id, kind="compression", holder=lock.holder)  # as if it finished

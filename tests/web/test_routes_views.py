@@ -26,7 +26,7 @@ def test_without_a_key_a_new_conversation_is_on_the_simulator(client, alice):
     c = Conversation.objects.get(owner=alice)
     assert (c.provider, c.model) == ("simulator", "sim-claude-200k")
     page = client.get(reverse("conversation", args=[c.id])).content.decode()
-    assert "Offline simulator · Simulator Claude 200K" in page
+    assert "Simulator Claude 200K · offline simulator" in page
 
 
 @pytest.mark.django_db
@@ -36,7 +36,7 @@ def test_with_a_key_a_new_conversation_is_on_anthropic_with_a_real_model(client,
     c = Conversation.objects.get(owner=alice)
     assert (c.provider, c.model) == ("anthropic", "claude-sonnet-4-6")
     page = client.get(reverse("conversation", args=[c.id])).content.decode()
-    assert 'id="route">Anthropic · Claude Sonnet 4.6<' in page
+    assert 'id="route">Claude Sonnet 4.6 · Anthropic<' in page
     assert "sk-ant-test-key" not in page
 
 

@@ -10,8 +10,8 @@ import io
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from sessions.agent.tools.base import ToolError
 from sessions.agent.tools.workspace import (

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import codecs
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from sessions.agent.tools.base import ToolError
 
