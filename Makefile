@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 
-.PHONY: run test test-fast test-integration browser-deps sandbox-deps
+.PHONY: run test test-fast test-integration browser-deps sandbox-deps gates
 
 run: $(VENV)/.runtime
 	$(PY) -m hermes_web.launch
@@ -32,12 +32,18 @@ sandbox-deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; }
 
-# Fast tier on SQLite with no services, then the integration tier (real Redis, Celery worker,
+# Gates first (lint, migrations in step with the models, types of the pure core and llm), then
+# the fast tier on SQLite with no services, then the integration tier (real Redis, Celery worker,
 # Daphne, simulator, Chromium) on SQLite and, when DATABASE_URL is set, on that database too.
-test: $(VENV)/.dev browser-deps sandbox-deps
+test: $(VENV)/.dev browser-deps sandbox-deps gates
 	env -u DATABASE_URL $(PYTEST) -m "not integration"
 	env -u DATABASE_URL $(PYTEST) -m integration
 	@if [ -n "$$DATABASE_URL" ]; then echo "integration tier on DATABASE_URL"; $(PYTEST) -m integration; fi
+
+gates: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	env -u DATABASE_URL $(PY) manage.py makemigrations --check --dry-run
+	$(VENV)/bin/mypy
 
 test-fast: $(VENV)/.dev sandbox-deps
 	env -u DATABASE_URL $(PYTEST) -m "not integration"

@@ -12,7 +12,6 @@ Guarantees:
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -31,6 +30,7 @@ from compression.core.config import (
     is_secret,
 )
 from compression.models import SETTINGS_MODELS, ModelPrice, SettingsChange
+from llm.models import undated as undated_model_id
 
 log = logging.getLogger(__name__)
 
@@ -181,9 +181,6 @@ def display_value(group: str, name: str, value: Any) -> str:
 
 # --- Prices -------------------------------------------------------------------------------------
 
-_DATE_SUFFIX = re.compile(r"-\d{8}$")
-
-
 def price_for(model: str) -> dict[str, float] | None:
     """USD per million tokens for ``model`` (input, output, cache_write_5m, cache_write_1h, cache_read).
 
@@ -191,7 +188,7 @@ def price_for(model: str) -> dict[str, float] | None:
     gives None.
     """
     names = [model]
-    undated = _DATE_SUFFIX.sub("", model)
+    undated = undated_model_id(model)
     if undated != model:
         names.append(undated)
     rows = {p.model: p for p in ModelPrice.objects.filter(model__in=names)}

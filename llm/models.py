@@ -93,6 +93,14 @@ DEFAULT_MODELS: tuple[ModelInfo, ...] = REAL_MODELS + SIMULATOR_MODELS
 
 _DATE_SUFFIX = re.compile(r"-\d{8}$")
 
+# The window assumed for a model the catalogue does not know and no setting describes.
+UNKNOWN_MODEL_WINDOW = 200_000
+
+
+def undated(name: str) -> str:
+    """A dated model id (`claude-sonnet-4-5-20250929`) without its date; other names unchanged."""
+    return _DATE_SUFFIX.sub("", name)
+
 
 class ModelCatalog:
     """Lookup by name or alias; dated ids (`…-20251101`) fall back to their undated family name."""
@@ -113,8 +121,7 @@ class ModelCatalog:
             return self._models[name]
         if name in self._aliases:
             return self._models[self._aliases[name]]
-        undated = _DATE_SUFFIX.sub("", name)
-        return self._models.get(undated)
+        return self._models.get(undated(name))
 
     def __contains__(self, name: str) -> bool:
         return self.get(name) is not None

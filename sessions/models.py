@@ -12,6 +12,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from compression.core.markers import SUMMARY_KEY
+from compression.core.tokens import TOKENS_KEY
+
 
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -96,8 +99,8 @@ class Message(models.Model):
         if self.name:
             msg["name"] = self.name
         if self.is_summary:
-            msg["_compressed_summary"] = True
-        msg["_tokens"] = self.token_count
+            msg[SUMMARY_KEY] = True
+        msg[TOKENS_KEY] = self.token_count
         return msg
 
 

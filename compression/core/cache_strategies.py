@@ -59,25 +59,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from compression.core.cache_markers import CachedRequest, can_carry_marker, place_marker, system_and_3
 from compression.core.tokens import estimate_tokens_rough, message_tokens, tools_text
 
 H1 = {"type": "ephemeral", "ttl": "1h"}
 ROLLING_MAX_REPLY_SHARE = 0.1
 
 
-def _caching():
-    from compression.core import caching  # late: caching imports this module at its end
-
-    return caching
-
-
 def _carrier_indexes(messages: list[dict[str, Any]], native_anthropic: bool) -> list[int]:
-    can = _caching().can_carry_marker
+    can = can_carry_marker
     return [i for i, m in enumerate(messages) if m.get("role") != "system" and can(m, native_anthropic)]
 
 
 def _system_index(messages: list[dict[str, Any]], native_anthropic: bool) -> int | None:
-    if messages and messages[0].get("role") == "system" and _caching().can_carry_marker(messages[0], native_anthropic):
+    if messages and messages[0].get("role") == "system" and can_carry_marker(messages[0], native_anthropic):
         return 0
     return None
 
@@ -109,11 +104,11 @@ def _last_carrier_at_or_before(carriers: list[int], index: int | None) -> int | 
 
 
 def _result(messages, tools, used: int, name: str):
-    return _caching().CachedRequest(messages, copy.deepcopy(tools) if tools is not None else None, used, name)
+    return CachedRequest(messages, copy.deepcopy(tools) if tools is not None else None, used, name)
 
 
 def _place(messages, index: int, marker, native_anthropic: bool) -> None:
-    _caching()._place_marker(messages[index], marker, native_anthropic)
+    place_marker(messages[index], marker, native_anthropic)
 
 
 def warm_anchor(messages, *, marker, native_anthropic, tools, hints=None):
@@ -185,7 +180,7 @@ def rolling_1h(messages, *, marker, native_anthropic, tools, hints=None):
     carriers = _carrier_indexes(messages, native_anthropic)
     reply = rolling_reply(messages, carriers, tools, hints or {})
     if reply is None:
-        return replace(_caching()._system_and_3(messages, marker=marker, native_anthropic=native_anthropic,
+        return replace(system_and_3(messages, marker=marker, native_anthropic=native_anthropic,
                                                 tools=tools), strategy="rolling_1h")
     plan: list[tuple[int, Mapping[str, str]]] = []
     sys_i = _system_index(messages, native_anthropic)
@@ -233,7 +228,7 @@ def tools_and_3(messages, *, marker, native_anthropic, tools):
     for c in carriers[max(0, len(carriers) - (4 - used)):]:
         _place(messages, c, marker, native_anthropic)
         used += 1
-    return _caching().CachedRequest(messages, tools, used, "tools_and_3")
+    return CachedRequest(messages, tools, used, "tools_and_3")
 
 
 EXTRA_STRATEGIES = {

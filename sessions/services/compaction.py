@@ -23,6 +23,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from compression.core.compressor import REASON_SUMMARY_FAILED
+from compression.core.markers import SUMMARY_KEY
 from compression.core.summary import SummariserUnavailable, SummaryResult, summary_max_tokens
 from llm.models import get_model
 from sessions import live
@@ -153,7 +154,7 @@ def _persist(*, conversation: Conversation, session: Session, result, in_place: 
         target.save(update_fields=["system_prompt"])
         summary_row = None
         for msg in rest:
-            is_summary = bool(msg.get("_compressed_summary"))
+            is_summary = bool(msg.get(SUMMARY_KEY))
             row = message_append(session=target, role=msg["role"], content=msg.get("content"),
                                  tool_calls=msg.get("tool_calls"), tool_call_id=msg.get("tool_call_id", ""),
                                  name=msg.get("name", ""), visible=is_summary, is_summary=is_summary)

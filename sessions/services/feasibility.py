@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH, compute_threshold_tokens, resolve_threshold
-from llm.models import get_model
-from sessions.services.runtime import UNKNOWN_MODEL_WINDOW, model_window
+from llm.models import UNKNOWN_MODEL_WINDOW, get_model
+from sessions.services.runtime import model_window
 
 _KEY_ENV = {"openrouter": "OPENROUTER_API_KEY", "nous": "NOUS_API_KEY"}
 

@@ -9,12 +9,9 @@ from django.conf import settings
 from compression import settings_store
 from compression.core.engine import get_context_engine
 from compression.core.thresholds import ContextWindowTooSmall, check_context_length
-from llm.models import get_model
+from llm.models import UNKNOWN_MODEL_WINDOW, get_model
 from llm.routes import simulator_needed
 from sessions.models import Conversation, Session
-
-# The window assumed for a model the catalogue does not know and no setting describes.
-UNKNOWN_MODEL_WINDOW = 200_000
 
 STATE_FIELDS = ("compression_count", "previous_summary", "cooldown_until", "ineffective_count", "last_prompt_tokens")
 
