@@ -75,6 +75,11 @@ class Stack:
         return proc
 
     def start_web(self, name: str = "web", port: int | None = None) -> int:
+        """The web process as the Procfile starts it."""
+        return self.start_procfile_web(name, port)
+
+    def start_plain_daphne(self, name: str = "web", port: int | None = None) -> int:
+        """Daphne's own command line, without the Procfile entry's wrapper (for comparisons)."""
         port = port or free_port()
         proc = self._spawn(name, [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                   "hermes_web.asgi:application"])
