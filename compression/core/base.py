@@ -53,7 +53,7 @@ def parse_chunk_phase(phase: str) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class CompressionResult:
-    messages: list[dict[str, Any]]
+    messages: Sequence[dict[str, Any]]  # an unchanged result holds the caller's own sequence
     status: Status
     summary: str | None = None
     pruned_count: int = 0

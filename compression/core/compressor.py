@@ -51,6 +51,7 @@ from .base import (
     CompressionResult,
     ContextEngine,
     ProgressCallback,
+    Status,
     chunk_phase,
 )
 from .boundaries import Boundaries, find_boundaries
@@ -465,10 +466,10 @@ class ContextCompressor(ContextEngine):
         n_before = len(messages)
         run = SummaryRun(None, None, 0, 0, 0)
 
-        def unchanged(status: str, reason: str, pruned: int = 0) -> CompressionResult:
+        def unchanged(status: Status, reason: str, pruned: int = 0) -> CompressionResult:
             return CompressionResult(
-                messages=messages,  # type: ignore[arg-type]  # the caller's own list, untouched
-                status=status,  # type: ignore[arg-type]
+                messages=messages,  # the caller's own sequence, untouched
+                status=status,
                 pruned_count=pruned,
                 tokens_before=tokens_before,
                 tokens_after=tokens_before,

@@ -10,11 +10,14 @@ objects, changed ones are new dicts without a stale ``_tokens`` count. Idempoten
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from .tokens import TOKENS_KEY, count_images, is_image_part
 
 IMAGE_PLACEHOLDER = "[Attached image — stripped after compression]"
+
+# The message type passes through: unchanged messages are the caller's own objects.
+_M = TypeVar("_M", bound=Mapping[str, Any])
 
 
 def _strip_parts(content: list[Any]) -> list[Any]:
@@ -29,13 +32,13 @@ def _strip_parts(content: list[Any]) -> list[Any]:
     return out
 
 
-def strip_historical_images(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def strip_historical_images(messages: Sequence[_M]) -> list[_M | dict[str, Any]]:
     anchor = next(
         (i for i in range(len(messages) - 1, -1, -1)
          if messages[i].get("role") == "user" and count_images(messages[i].get("content"))),
         None,
     )
-    out = list(messages)
+    out: list[_M | dict[str, Any]] = list(messages)
     if not anchor:
         return out
     for i in range(anchor):
