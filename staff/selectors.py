@@ -16,7 +16,7 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from compression.core.compressor import ANTI_THRASH_LIMIT
+from compression.core.compressor_state import ANTI_THRASH_LIMIT
 from compression.core.thresholds import compute_threshold_tokens, resolve_threshold
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
 from sessions.presenters import bar, gauge_level
