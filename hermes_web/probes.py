@@ -1,20 +1,10 @@
 """Cheap liveness probes shared by the system checks, /healthz and the launcher."""
 from __future__ import annotations
 
-import socket
 import time
-from urllib.parse import urlsplit
 
 WORKER_HEARTBEAT_PREFIX = "hermes:worker:heartbeat:"
 WORKER_HEARTBEAT_TTL = 30
-
-
-def tcp_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def redis_client(url: str):
@@ -38,8 +28,3 @@ def redis_ping(url: str, wait: float = 0.0) -> str | None:
         if time.monotonic() >= deadline:
             return reason
         time.sleep(0.2)
-
-
-def redis_hostport(url: str) -> tuple[str, int]:
-    parts = urlsplit(url)
-    return parts.hostname or "127.0.0.1", parts.port or 6379

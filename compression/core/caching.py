@@ -105,13 +105,6 @@ def apply_cache_strategy(
     return result
 
 
-def apply_anthropic_cache_control(
-    messages: Sequence[Mapping[str, Any]], cache_ttl: str = "5m", native_anthropic: bool = True
-) -> list[dict[str, Any]]:
-    """A deep copy of ``messages`` with the ``system_and_3`` breakpoints."""
-    return apply_cache_strategy(messages, "system_and_3", cache_ttl, native_anthropic).messages
-
-
 class CachingStatus(NamedTuple):
     enabled: bool
     route: str  # e.g. "native Anthropic", "OpenRouter"; "" when disabled

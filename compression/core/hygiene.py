@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-HYGIENE_RATIO = 0.85
+HYGIENE_PERCENT = 85  # of the window (SPEC §5.1), whatever compression.threshold says
 HYGIENE_MIN_MESSAGES = 4
 DEFAULT_HARD_MESSAGE_LIMIT = 5_000
 DEFER_MIN_GROWTH = 4_096
@@ -38,7 +38,7 @@ class HygieneDecision:
 
 def hygiene_threshold(context_length: int) -> int:
     """The smallest integer token count that is ≥ 85 % of the window (exact integer arithmetic)."""
-    return -(-context_length * 85 // 100)
+    return -(-context_length * HYGIENE_PERCENT // 100)
 
 
 def hygiene_decision(

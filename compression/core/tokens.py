@@ -235,9 +235,6 @@ def message_chars(msg: Mapping[str, Any]) -> int:
     return _content_chars(msg.get("content")) + _envelope_chars(msg)
 
 
-def estimate_message_tokens_rough(msg: Mapping[str, Any]) -> int:
-    return math.ceil(message_chars(msg) / 4) + IMAGE_TOKENS * count_images(msg.get("content"))
-
 
 def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int:
     """Characters of every message / 4 (rounded up once over the total) + 1,500 per image part."""

@@ -4,7 +4,6 @@ import pytest
 
 from compression.core.caching import (
     MAX_BREAKPOINTS,
-    apply_anthropic_cache_control,
     apply_cache_strategy,
     available_cache_strategies,
     count_breakpoints,
@@ -16,6 +15,11 @@ from .conftest import assistant, call, result, system, user
 
 M5 = {"type": "ephemeral"}
 H1 = {"type": "ephemeral", "ttl": "1h"}
+
+
+def apply_anthropic_cache_control(messages, cache_ttl="5m", native_anthropic=True):
+    """SPEC §8's system_and_3 placement, as the registry applies it."""
+    return apply_cache_strategy(messages, "system_and_3", cache_ttl, native_anthropic).messages
 
 
 def convo():
