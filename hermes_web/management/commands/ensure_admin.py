@@ -15,8 +15,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, username: str, **options) -> None:
         User = get_user_model()
-        if User.objects.filter(is_superuser=True).exists():
-            self.stdout.write("An admin account already exists (its password was printed when it was created).")
+        existing = User.objects.filter(is_superuser=True).order_by("id").first()
+        if existing is not None:
+            name = existing.get_username()
+            self.stdout.write(f"Admin account: {name} (its password was printed when it was created; "
+                              f"to set a new one: python manage.py changepassword {name})")
             return
         password = secrets.token_urlsafe(12)
         User.objects.create_superuser(username=username, email="", password=password)
