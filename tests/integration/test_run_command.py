@@ -53,3 +53,4 @@ def test_the_run_command_starts_everything_and_ctrl_c_stops_it(tmp_path):
         leftovers = launcher_stop_with_ctrl_c(proc)
     assert leftovers == set()
     assert len(re.findall(r"password: ", log.read_text())) == 1
+    assert "to set a new one: python manage.py changepassword admin" in log.read_text()
