@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.template.loader import render_to_string
 
-from sessions import presenters, selectors
+from sessions import presenters, selectors, transcript
 
 
 def render_notice(text: str, *, level: str = "info") -> str:
@@ -19,16 +19,42 @@ def render_to_notice(text: str, *, level: str = "info") -> str:
 
 def render_message(message, *, stream_id: str | None = None, oob: bool = True) -> str:
     """A transcript entry. With `stream_id`, it replaces the streaming placeholder of that call."""
-    ctx = {"m": message, "entry": selectors.transcript_entry(message), "oob": oob, "stream_id": stream_id}
+    ctx = {"m": message, "entry": transcript.message_entry(message), "oob": oob, "stream_id": stream_id}
     return render_to_string("sessions/_message.html", ctx)
 
 
 def render_stream_start(stream_id: str) -> str:
-    return render_to_string("sessions/_stream_start.html", {"stream_id": stream_id})
+    """A new streaming placeholder (any earlier copy of it removed first: a page that loaded the
+    stream from the database may also receive its start)."""
+    return render_to_string("sessions/_stream_start.html", {"s": {"stream_id": stream_id, "text": ""}})
 
 
 def render_stream_delta(stream_id: str, text: str) -> str:
     return render_to_string("sessions/_stream_delta.html", {"stream_id": stream_id, "text": text})
+
+
+def render_stream_text(stream_id: str, text: str) -> str:
+    """The whole text streamed so far, replacing what the placeholder shows (heals a gap left by
+    deltas a reconnecting page missed)."""
+    return render_to_string("sessions/_stream_text.html", {"stream_id": stream_id, "text": text})
+
+
+def render_stream_removed(stream_id: str) -> str:
+    return f'<div id="{stream_id}" hx-swap-oob="delete"></div>'
+
+
+def render_turn_entry(turn) -> str:
+    """A failed or stopped turn, appended where it ended."""
+    return render_to_string("sessions/_turn_entry_oob.html", {"entry": transcript.turn_entry(turn)})
+
+
+def render_queued(turn) -> str:
+    """A turn waiting to start, appended to the queue below the transcript (idempotent)."""
+    return render_to_string("sessions/_queued_oob.html", {"t": turn})
+
+
+def render_queued_removed(turn) -> str:
+    return f'<div id="queued-{turn.id}" hx-swap-oob="delete"></div>'
 
 
 def render_gauge(conversation, *, oob: bool = True, cfg=None) -> str:
@@ -56,16 +82,18 @@ def render_compaction_divider(event) -> str:
     return render_message(message)
 
 
-def render_turn_status(turn, *, oob: bool = True) -> str:
-    return render_to_string("sessions/_turn_status.html", {"turn": turn, "oob": oob})
+def render_turn_status(conversation, *, oob: bool = True, turns=None, events=None) -> str:
+    """The status line under the transcript: what runs, what waits, and the buttons for it."""
+    turns = transcript.turns_shown(conversation) if turns is None else turns
+    events = selectors.compression_events(conversation, limit=5) if events is None else events
+    return render_to_string("sessions/_turn_status.html",
+                            {"s": transcript.state(conversation, turns, events), "oob": oob})
 
 
-def render_turn_error(turn) -> str:
-    return render_notice(turn.error, level="error")
-
-
-def render_transcript(conversation, *, oob: bool = True) -> str:
-    return render_to_string("sessions/_transcript.html", {"entries": selectors.transcript(conversation), "oob": oob})
+def render_transcript(conversation, *, oob: bool = True, turns=None) -> str:
+    turns = transcript.turns_shown(conversation) if turns is None else turns
+    return render_to_string("sessions/_transcript.html", {
+        "entries": transcript.transcript(conversation, turns), "queue": transcript.queue(turns), "oob": oob})
 
 
 def render_live_state(conversation) -> str:
@@ -73,11 +101,11 @@ def render_live_state(conversation) -> str:
     from sessions.services.runtime import current_config
 
     cfg = current_config()
+    turns = transcript.turns_shown(conversation)
+    events = selectors.compression_events(conversation)
     parts = [render_gauge(conversation, cfg=cfg), render_cache_panel(conversation, cfg=cfg),
-             render_event_feed(conversation), render_transcript(conversation)]
-    turn = selectors.turn_latest(conversation)
-    if turn is not None:
-        parts.append(render_turn_status(turn))
+             render_to_string("sessions/_event_feed.html", {"events": events, "oob": True}),
+             render_transcript(conversation, turns=turns), render_turn_status(conversation, turns=turns, events=events)]
     return "\n".join(parts)
 
 

@@ -1,6 +1,6 @@
 """What the browser is told, one function per push: a message added, a streamed delta, the gauge,
-the cache panel, a turn's status, a compression's progress, a notice, and the whole live state a
-socket receives when it (re)connects.
+the cache panel, a turn queued, started, stopped, failed or cancelled, a compression's progress, a
+notice, and the whole live state a socket receives when it (re)connects.
 
 Services and the agent loop call these; they never render HTML themselves. Each push renders the
 same fragment the page view renders (`sessions.fragments`), so a reconnect and a push agree.
@@ -28,6 +28,16 @@ def stream_delta(conversation_id, stream_id: str, text: str) -> None:
     broadcast(conversation_id, "delta", fragments.render_stream_delta(stream_id, text))
 
 
+def stream_text(conversation_id, stream_id: str, text: str) -> None:
+    """The whole text so far (sent about once a second while a reply streams)."""
+    broadcast(conversation_id, "delta", fragments.render_stream_text(stream_id, text))
+
+
+def stream_removed(conversation_id, stream_id: str) -> None:
+    """A placeholder that will get no message (the turn failed or was stopped before any text)."""
+    broadcast(conversation_id, "delta", fragments.render_stream_removed(stream_id))
+
+
 def gauge_changed(conversation) -> None:
     broadcast(conversation.id, "gauge", fragments.render_gauge(conversation))
 
@@ -37,16 +47,50 @@ def usage_changed(conversation) -> None:
 
 
 def turn_changed(turn) -> None:
-    broadcast(turn.conversation_id, "turn_status", fragments.render_turn_status(turn))
+    """The status line of the turn's conversation (what runs, what waits, the buttons)."""
+    broadcast(turn.conversation_id, "turn_status", fragments.render_turn_status(turn.conversation))
+
+
+def turn_queued(turn) -> None:
+    broadcast(turn.conversation_id, "turn_status", fragments.render_queued(turn))
+    turn_changed(turn)
+
+
+def turn_started(turn, message=None) -> None:
+    """The turn left the queue; `message`, its text, entered the history."""
+    html = fragments.render_queued_removed(turn)
+    if message is not None:
+        html += fragments.render_message(message)
+    broadcast(turn.conversation_id, "message", html)
+    turn_changed(turn)
+
+
+def turn_cancelled(turn) -> None:
+    broadcast(turn.conversation_id, "turn_status", fragments.render_queued_removed(turn))
+    turn_changed(turn)
 
 
 def turn_failed(turn) -> None:
-    broadcast(turn.conversation_id, "error", fragments.render_turn_error(turn))
+    """The failure where it happened, instead of the placeholder of the reply that never came."""
+    html = fragments.render_stream_removed(turn.stream_id) + fragments.render_turn_entry(turn)
+    broadcast(turn.conversation_id, "error", html)
     turn_changed(turn)
+
+
+def turn_stopped(turn) -> None:
+    broadcast(turn.conversation_id, "turn_status", fragments.render_turn_entry(turn))
+    turn_changed(turn)
+
+
+def transcript_changed(conversation) -> None:
+    """The whole transcript again (a regenerated or edited exchange changed earlier entries)."""
+    broadcast(conversation.id, "message", fragments.render_transcript(conversation))
+    broadcast(conversation.id, "turn_status", fragments.render_turn_status(conversation))
 
 
 def compression_progress(event) -> None:
     broadcast(event.conversation_id, "compression_progress", fragments.render_compression_event(event))
+    broadcast(event.conversation_id, "turn_status", fragments.render_turn_status(event.conversation))
 
 
 def compression_finished(event) -> None:
@@ -55,6 +99,7 @@ def compression_finished(event) -> None:
     if event.status == "compressed":
         broadcast(event.conversation_id, "message", fragments.render_compaction_divider(event))
         gauge_changed(event.conversation)
+    broadcast(event.conversation_id, "turn_status", fragments.render_turn_status(event.conversation))
 
 
 def notice(conversation_id, text: str, *, level: str = "info") -> None:

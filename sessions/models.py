@@ -78,6 +78,9 @@ class Message(models.Model):
     archived = models.BooleanField(default=False, help_text="Compacted away; kept for the transcript and recall.")
     is_summary = models.BooleanField(default=False)
     visible = models.BooleanField(default=True, help_text="False for copies carried into a new context.")
+    stopped = models.BooleanField(default=False, help_text="A reply cut short by Stop: the text that had arrived.")
+    replaced = models.BooleanField(default=False, help_text="Replaced by a regenerated reply or an edited "
+                                   "message: archived, kept in the transcript.")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -105,12 +108,24 @@ class Message(models.Model):
 
 
 class Turn(models.Model):
-    STATUS = [(s, s) for s in ("queued", "running", "done", "failed")]
+    """One request of the user to the agent. A queued turn holds the text as sent; it enters the
+    model's history (as `user_message`) only when the turn starts, after the turns before it.
+    A regenerate or retry turn answers the user message already in the history."""
+
+    STATUS = [(s, s) for s in ("queued", "running", "done", "failed", "stopped", "cancelled")]
+    FINISHED = ("done", "failed", "stopped", "cancelled")
+    KINDS = [(k, k) for k in ("message", "regenerate", "edit")]
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
     user_message = models.ForeignKey(Message, null=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=12, choices=KINDS, default="message")
+    text = models.TextField(blank=True, help_text="The message as sent, stored until the turn starts.")
     status = models.CharField(max_length=10, choices=STATUS, default="queued")
-    error = models.TextField(blank=True)
+    error = models.TextField(blank=True, help_text="Why the turn failed, in words for the user.")
+    stop_requested = models.BooleanField(default=False)
+    # The reply streamed so far (null while no stream is open), saved about once a second, so a
+    # page loaded mid-stream shows it; `iterations` then names the stream (`stream-<id>-<n>`).
+    partial_text = models.TextField(null=True, blank=True)
     iterations = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -118,6 +133,18 @@ class Turn(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["conversation", "status", "id"])]
+
+    @property
+    def stream_id(self) -> str:
+        return f"stream-{self.id}-{self.iterations}"
+
+    @property
+    def shown_text(self) -> str:
+        """What the user asked: the stored message once the turn started, the queued text before."""
+        if self.user_message_id and self.user_message is not None:
+            content = self.user_message.content
+            return content if isinstance(content, str) else ""
+        return self.text
 
 
 class CompressionEvent(models.Model):

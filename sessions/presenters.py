@@ -43,7 +43,7 @@ def gauge(conversation: Conversation, *, cfg=None) -> dict:
     cfg = cfg or runtime.current_config()
     session = selectors.session_active_get(conversation)
     window = runtime.session_window(conversation, session, cfg)
-    lowered = blocked = None
+    lowered = blocked = engine = None
     try:
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
         threshold = engine.threshold_tokens
@@ -56,7 +56,11 @@ def gauge(conversation: Conversation, *, cfg=None) -> dict:
     elif session.pk is None:  # nothing stored yet
         tokens, source = 0, "estimated"
     else:
-        tokens, source = estimate_messages_tokens_rough(context_messages(session)), "estimated"
+        # The stored per-message counts, as the agent loop and the compression event count them,
+        # so the gauge right after a compaction shows the event's figure.
+        messages = context_messages(session)
+        tokens = engine.count_messages_tokens(messages) if engine else estimate_messages_tokens_rough(messages)
+        source = "estimated"
     pct = min(100.0, 100.0 * tokens / window) if window else 0.0
     return {"tokens": tokens, "source": source, "window": window, "threshold": threshold, "pct": round(pct, 1),
             "threshold_pct": round(100.0 * threshold / window, 1),

@@ -1,8 +1,9 @@
-from django.urls import path
+from django.urls import include, path
 
 from sessions import views
 
 urlpatterns = [
+    path("", include("sessions.views_recall")),
     path("", views.home, name="home"),
     path("conversations/new", views.conversation_create, name="conversation-create"),
     path("conversations/<uuid:conversation_id>/", views.conversation_detail, name="conversation"),
@@ -10,6 +11,11 @@ urlpatterns = [
     path("conversations/<uuid:conversation_id>/model", views.conversation_model_switch,
          name="conversation-model-switch"),
     path("conversations/<uuid:conversation_id>/compress", views.conversation_compress, name="conversation-compress"),
+    path("conversations/<uuid:conversation_id>/stop", views.turn_stop, name="turn-stop"),
+    path("conversations/<uuid:conversation_id>/retry", views.turn_retry, name="turn-retry"),
+    path("conversations/<uuid:conversation_id>/regenerate", views.turn_regenerate, name="turn-regenerate"),
+    path("conversations/<uuid:conversation_id>/edit", views.turn_edit, name="turn-edit"),
+    path("conversations/<uuid:conversation_id>/turns/<int:turn_id>/cancel", views.turn_cancel, name="turn-cancel"),
     path("conversations/<uuid:conversation_id>/compactions/<int:event_id>/originals", views.compaction_originals,
          name="compaction-originals"),
 ]

@@ -1,17 +1,19 @@
 """Conversation pages. Thin: look up through selectors (owner-checked), call services, render."""
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.contrib import messages as flash
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from llm.models import model_label
 from llm.routes import route_label
-from sessions import fragments, presenters, selectors
+from sessions import fragments, presenters, selectors, transcript
 from sessions.models import Conversation
 
 
@@ -100,6 +102,7 @@ def conversation_detail(request, conversation_id):
 
     conversation = _own(request, conversation_id)
     cfg = current_config()
+    turns = transcript.turns_shown(conversation)
     return render(request, "sessions/conversation.html", {
         "conversation": conversation,
         "route_label": route_label(conversation.provider, base_url=cfg.model.base_url, env=route_env()),
@@ -107,13 +110,45 @@ def conversation_detail(request, conversation_id):
         "routes": routes_available(cfg),
         "feasibility_warnings": feasibility(cfg, conversation=conversation).warnings,
         "codex_notice": codex_autoraise_notice_for(request.user, conversation, cfg=cfg),
-        "entries": selectors.transcript(conversation),
-        "turn": selectors.turn_latest(conversation),
+        "transcript_html": fragments.render_transcript(conversation, oob=False, turns=turns),
+        "turn_status_html": fragments.render_turn_status(conversation, oob=False, turns=turns),
         "gauge": presenters.gauge(conversation, cfg=cfg),
         "cache": presenters.cache_panel(conversation, cfg=cfg),
         "events": selectors.compression_events(conversation),
         "max_chars": settings.HERMES_MAX_MESSAGE_CHARS,
     })
+
+
+COMMANDS = ("/new", "/compress [topic]", "/compress --preview [topic]")
+_COMMAND = re.compile(r"^/([A-Za-z][\w-]*)(?:\s|$)")
+
+
+def unknown_command(text: str) -> str | None:
+    """The name of a `/command` this page does not know, or None (a path such as `/etc/hosts`
+    or a message starting with `//` is text for the model)."""
+    match = _COMMAND.match(text)
+    if match is None or match.group(1) in ("new", "compress"):
+        return None
+    return match.group(1)
+
+
+def _composer_error(request, conversation: Conversation, text: str):
+    """A refused message: the error beside the composer (which keeps its text), 422."""
+    if not request.htmx:
+        return _reply(request, conversation, text, level="error")
+    response = HttpResponse(fragments.render_to_notice(text, level="error"), status=422)
+    return reswap(retarget(response, "#composer-error"), "innerHTML")
+
+
+def _submitted(request, conversation: Conversation, submission):
+    """The answer to an accepted turn: nothing (the page hears the rest over its socket), or the
+    notice when the task queue was unreachable, with the waiting turn shown at once."""
+    if not submission.notice:
+        return HttpResponse("") if request.htmx else redirect("conversation", conversation_id=conversation.id)
+    if not request.htmx:
+        return _reply(request, conversation, submission.notice, level="warning")
+    return HttpResponse(fragments.render_to_notice(submission.notice, level="warning")
+                        + fragments.render_queued(submission.turn))
 
 
 @require_POST
@@ -131,13 +166,74 @@ def conversation_send(request, conversation_id):
         return _preview(request, conversation, command[len("/compress --preview "):].strip() or None)
     if command == "/compress" or command.startswith("/compress "):
         return _compress(request, conversation, command[len("/compress"):].strip() or None)
+    name = unknown_command(command)
+    if name is not None:
+        return _composer_error(request, conversation, (
+            f"/{name} is not a command here; nothing was sent. Commands: {', '.join(COMMANDS)}. "
+            "To send the text to the model as it is, start it with two slashes (//)."))
+    if command.startswith("//"):
+        text = command[1:]
     try:
-        turn, message = turn_submit(user=request.user, conversation_id=conversation.id, text=text)
+        submission = turn_submit(user=request.user, conversation_id=conversation.id, text=text)
+    except TurnRejected as exc:
+        return _composer_error(request, conversation, str(exc))
+    return _submitted(request, conversation, submission)
+
+
+def _turn_action(request, conversation_id, action):
+    """Run one of the turn services; a refusal is a notice (422), never a lost request."""
+    from sessions.services.turns import TurnRejected
+
+    conversation = _own(request, conversation_id)
+    try:
+        result = action(conversation)
     except TurnRejected as exc:
         return _reply(request, conversation, str(exc), level="error")
-    if request.htmx:
-        return HttpResponse("")  # the message and the reply arrive over the socket
-    return redirect("conversation", conversation_id=conversation.id)
+    if hasattr(result, "notice"):
+        return _submitted(request, conversation, result)
+    return HttpResponse("") if request.htmx else redirect("conversation", conversation_id=conversation.id)
+
+
+@require_POST
+def turn_stop(request, conversation_id):
+    from sessions.services.turns import turn_stop
+
+    return _turn_action(request, conversation_id, lambda c: turn_stop(user=request.user, conversation_id=c.id))
+
+
+@require_POST
+def turn_cancel(request, conversation_id, turn_id):
+    from sessions.services.turns import TurnRejected, turn_cancel
+
+    conversation = _own(request, conversation_id)
+    try:
+        turn = turn_cancel(user=request.user, conversation_id=conversation.id, turn_id=turn_id)
+    except TurnRejected as exc:
+        return _reply(request, conversation, str(exc), level="error")
+    return _reply(request, conversation, f"Cancelled before it started; “{turn.text[:80]}” never reached the agent.")
+
+
+@require_POST
+def turn_retry(request, conversation_id):
+    from sessions.services.turns import turn_retry
+
+    return _turn_action(request, conversation_id, lambda c: turn_retry(user=request.user, conversation_id=c.id))
+
+
+@require_POST
+def turn_regenerate(request, conversation_id):
+    from sessions.services.turns import turn_regenerate
+
+    return _turn_action(request, conversation_id,
+                        lambda c: turn_regenerate(user=request.user, conversation_id=c.id))
+
+
+@require_POST
+def turn_edit(request, conversation_id):
+    from sessions.services.turns import turn_edit
+
+    return _turn_action(request, conversation_id, lambda c: turn_edit(
+        user=request.user, conversation_id=c.id, text=request.POST.get("text", "")))
 
 
 @require_POST
@@ -158,7 +254,14 @@ def _compress(request, conversation: Conversation, topic: str | None):
                       level="warning")
     event = compression_request(conversation_id=conversation.id, trigger="manual", focus_topic=topic, force=True)
     if event.status == "skipped":
-        return _reply(request, conversation, "A compression is already running (or just ran) for this conversation.", level="warning")
+        from sessions.services.compaction import MANUAL_DEBOUNCE_SECONDS
+
+        if conversation.compression_events.filter(status__in=("queued", "running")).exclude(id=event.id).exists():
+            text = "A compression is already running for this conversation; its progress is in the event feed."
+        else:
+            text = (f"This compression ran moments ago: the same request within {MANUAL_DEBOUNCE_SECONDS} s is taken "
+                    "as a double click, so nothing new was queued.")
+        return _reply(request, conversation, text, level="warning")
     what = f" focusing on “{topic}”" if topic else ""
     return _reply(request, conversation, f"Compression queued{what}. Progress appears in the event feed.")
 
@@ -190,4 +293,4 @@ def compaction_originals(request, conversation_id, event_id):
     event = get_object_or_404(conversation.compression_events, id=event_id)
     rows = selectors.compaction_originals(event)
     return render(request, "sessions/originals.html", {"conversation": conversation, "event": event,
-                                                        "entries": [selectors.transcript_entry(m) for m in rows]})
+                                                        "entries": [transcript.message_entry(m) for m in rows]})

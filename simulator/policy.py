@@ -5,12 +5,18 @@ Decided from the last message only, in this order:
    (sizes, first line, errors);
 2. its text is a compression prompt (contains the summary template's "## Goal" and
    "## Critical Context") -> a filled template (`simulator.summary`);
-3. the project's workspace tools are offered and the text asks for one ("read notes.txt",
-   "list files", "search for TODO", "write hello to out.txt", "run `ls`") -> `tool_use` blocks;
+3. the context engine's `context_search` tool is offered and the text says "search the history
+   for …" -> a `context_search` call with the rest of that sentence as its query (its results are
+   then reported quoting the best snippet); otherwise the project's workspace tools are offered and
+   the text asks for one ("read notes.txt", "list files", "search for TODO", "write hello to
+   out.txt", "run `ls`") -> `tool_use` blocks;
 4. a question ("what was the budget?") -> the earlier sentence sharing the most words with it,
    so recall after compaction can be measured;
 5. otherwise a deterministic text whose length grows with the question, or exactly N words when
    asked to "reply with N words".
+Before 3: "repeat exactly: <text>" -> <text> verbatim (hostile markdown reaches the page as a
+model would send it), and "answer in markdown" -> a fixed markdown reply (heading, list, table,
+code fence).
 Same request -> same answer, byte for byte (tool_use ids included).
 """
 
@@ -62,7 +68,33 @@ _ACTIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("terminal", re.compile(r"\brun\s+(?:the\s+command\s+)?`(?P<command>[^`]+)`", re.I)),
 )
+CONTEXT_SEARCH_TOOL = "context_search"
+_HISTORY_SEARCH = re.compile(
+    r"\bsearch\s+(?:the\s+|our\s+)?(?:conversation(?:'s)?\s+|chat\s+)?history\s+for\s+(?P<query>[^\n]+?)\s*(?:[.?!](?:\s|$)|\n|$)",
+    re.I,
+)
 _WORDS_ASK = re.compile(r"\b(?:reply|answer|respond|write)\s+(?:with|in)\s+(?:about\s+)?(\d{1,6})\s+words\b", re.I)
+_REPEAT = re.compile(r"^\s*repeat exactly:\s?(.+)\Z", re.I | re.S)
+_MARKDOWN_ASK = re.compile(r"\b(?:answer|reply|respond)\s+in\s+markdown\b", re.I)
+MARKDOWN_REPLY = """## Plan
+
+Three steps, in order:
+
+1. Read the **configuration** file.
+2. Check the `threshold` value.
+3. Write the *result* to `out.txt`.
+
+| step | file | status |
+|:-----|:-----|-------:|
+| read | config.yaml | done |
+| check | settings.py | pending |
+
+```python
+def threshold(window: int, ratio: float = 0.5) -> int:
+    return int(window * ratio)  # tokens
+```
+
+See [the documentation](https://docs.example.com/compression) for details."""
 _QUESTION = re.compile(r"^\s*(?:what|which|who|when|where|how|do you remember|remind me)\b.*\?\s*$", re.I | re.S)
 _ERROR_HINT = re.compile(r"(?i)\b(error|exception|traceback|no such file|not found|denied|failed|exit [1-9])")
 _STOPWORDS = frozenset(
@@ -168,7 +200,28 @@ def _describe_result(name: str, args: Mapping[str, Any], text: str, is_error: bo
         return f"wrote {args.get('path')}: {first or 'ok'}"
     if name == "terminal":
         return f"`{args.get('command')}` printed {len(lines)} lines; first: {first!r}"
+    if name == CONTEXT_SEARCH_TOOL:
+        return _describe_history_search(args, text)
     return f"{name}: {len(text):,} chars; first line: {first!r}"
+
+
+def _describe_history_search(args: Mapping[str, Any], text: str) -> str:
+    """A context_search result, quoting its best snippet (the result is the engine's JSON)."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = {}
+    if not isinstance(answer, Mapping):
+        answer = {}
+    results = [r for r in answer.get("results") or () if isinstance(r, Mapping)]
+    query = args.get("query", "")
+    if answer.get("error"):
+        return f"context_search for {query!r} failed: {answer['error']}"
+    if not results:
+        return f"context_search for {query!r}: nothing found in the history"
+    best = results[0]
+    snippet = " ".join(str(best.get("snippet") or "").split())
+    return f"context_search for {query!r}: {len(results)} results; best ({best.get('ref', '?')}): \"{snippet}\""
 
 
 def _tool_report(messages: list[Mapping[str, Any]]) -> str:
@@ -273,7 +326,20 @@ def respond(
     if summary_mod.is_compression_prompt(user_text):
         text = "" if empty_summary else summary_mod.build_summary(user_text)
         return _text_reply(text, max_tokens, count_tokens, "summary")
+    verbatim = _REPEAT.match(user_text)
+    if verbatim:
+        return _text_reply(verbatim.group(1), max_tokens, count_tokens, "text")
+    if _MARKDOWN_ASK.search(user_text):
+        return _text_reply(MARKDOWN_REPLY, max_tokens, count_tokens, "text")
     offered = {t.get("name") for t in body.get("tools") or () if isinstance(t, Mapping)}
+    history = _HISTORY_SEARCH.search(user_text) if CONTEXT_SEARCH_TOOL in offered else None
+    if history:
+        query = _unquote(history.group("query"))
+        return Reply([
+            {"type": "text", "text": f"I'll search the history for {query}."},
+            {"type": "tool_use", "id": _tool_use_id(seed, 0), "name": CONTEXT_SEARCH_TOOL,
+             "input": {"query": query, "limit": 5}},
+        ], "tool_use", "tool_use")
     actions = find_actions(user_text, offered & set(PROJECT_TOOLS))
     if actions:
         blocks: list[dict[str, Any]] = []

@@ -1,9 +1,17 @@
 """The agent loop: what runs on a worker for one chat turn (queue `agent`).
 
-`turn_drain` runs a conversation's queued turns in order under its turn lease. Each turn: the
-preflight check, a streaming model call, tool execution in the workspace, usage recording, the
-post-response check, error recovery with at most `max_compression_attempts` compressions, and an
-iteration cap. In-loop compressions run inline here (never waiting on another task).
+`turn_drain` runs a conversation's queued turns in order under its turn lease. Each turn: its
+message enters the history (only now, after every turn before it), the preflight check, a
+streaming model call, tool execution in the workspace, usage recording, the post-response check,
+error recovery with at most `max_compression_attempts` compressions, and an iteration cap.
+In-loop compressions run inline here (never waiting on another task).
+
+Stop is cooperative: the turn's `stop_requested` is read a few times a second while the reply
+streams and before every model call and tool call. A stop closes the model's stream, keeps the
+text that had arrived (marked stopped), starts no further tool call, and answers every tool call
+already made (with "not run"), so the context stays valid. A failed turn is recorded with its
+reason and leaves no placeholder behind. The text streamed so far is saved on the turn about once
+a second, so a page loaded mid-stream shows it.
 """
 from __future__ import annotations
 
@@ -16,27 +24,40 @@ from django.conf import settings
 from django.utils import timezone
 
 from compression.core.caching import apply_cache_strategy, prompt_caching_status
-from compression.core.hygiene import made_progress, preflight_gate
+from compression.core.hygiene import MAX_PREFLIGHT_PASSES, made_progress, preflight_gate
 from compression.core.tokens import estimate_request_tokens_rough, estimate_tokens_rough, tools_text
-from llm.base import Final, TextDelta, ToolCall
+from llm.base import Final, TextDelta
 from llm.errors import ProviderError
 from sessions import live
 from sessions.agent.tools import run_tool, tool_schemas
 from sessions.models import Conversation, Session, Turn
 from sessions.services import runtime
 from sessions.services.compaction import compression_inline
-from sessions.services.context import context_messages, message_append, session_active
-from sessions.services.locks import TURN_LOCK, lock_acquire, lock_refresh, lock_release
+from sessions.services.context import context_messages, context_rows, message_append, session_active
+from sessions.services.locks import TURN_LOCK, lease_kept, lock_acquire, lock_refresh, lock_release
 from sessions.services.usage import usage_record
 
 log = logging.getLogger(__name__)
 
-PREFLIGHT_MAX_PASSES = 3
 DELTA_FLUSH_SECONDS = 0.05
+STOP_POLL_SECONDS = 0.25
+PARTIAL_SAVE_SECONDS = 1.0
+NOT_RUN_STOPPED = "Not run: the user stopped the turn before this tool call."
+NOT_RUN_FAILED = "Not run: the turn failed before this tool call."
 
 
 class TurnFailed(Exception):
     """The turn ends with this user-facing message."""
+
+
+class TurnStopped(Exception):
+    """The user pressed Stop; the turn ends with what it produced so far."""
+
+
+class _StreamStopped(Exception):
+    def __init__(self, text: str, latency: float) -> None:
+        super().__init__("stopped")
+        self.text, self.latency = text, latency
 
 
 def turn_lock_ttl() -> float:
@@ -53,24 +74,79 @@ def turn_drain(*, conversation_id) -> bool:
             turn = Turn.objects.filter(conversation_id=conversation_id, status__in=("queued", "running")).order_by("id").first()
             if turn is None:
                 return True
-            turn_run(turn=turn, holder=holder)
+            with lease_kept(conversation_id=conversation_id, kind=TURN_LOCK, holder=holder, ttl=turn_lock_ttl()):
+                turn_run(turn=turn, holder=holder)  # the heartbeat keeps the lease through long calls
     finally:
         lock_release(conversation_id=conversation_id, kind=TURN_LOCK, holder=holder)
 
 
+def _stop_requested(turn: Turn) -> bool:
+    return Turn.objects.filter(id=turn.id, stop_requested=True).exists()
+
+
+def _answer_open_tool_calls(conversation: Conversation, text: str) -> None:
+    """Give every tool call of the context's last assistant message a result, so the next request
+    is valid (the API refuses a tool call without its result)."""
+    session = session_active(conversation)
+    rows = list(context_rows(session).order_by("-seq")[:50])
+    calls = []
+    for row in rows:
+        if row.role == "assistant":
+            calls = [c for c in row.tool_calls or [] if isinstance(c, dict) and c.get("id")]
+            break
+    answered = {row.tool_call_id for row in rows if row.role == "tool"}
+    for call in calls:
+        if call["id"] not in answered:
+            message_append(session=session, role="tool", content=text, tool_call_id=call["id"],
+                           name=(call.get("function") or {}).get("name", ""))
+
+
+def _finish(turn: Turn, status: str, error: str = "") -> None:
+    turn.status, turn.error, turn.finished_at, turn.partial_text = status, error, timezone.now(), None
+    turn.save(update_fields=["status", "error", "finished_at", "partial_text", "iterations"])
+
+
 def _fail(turn: Turn, message: str) -> None:
-    turn.status, turn.error, turn.finished_at = "failed", message, timezone.now()
-    turn.save(update_fields=["status", "error", "finished_at"])
+    try:
+        _answer_open_tool_calls(turn.conversation, NOT_RUN_FAILED)
+    except Exception:  # the failure itself must still be recorded
+        log.exception("could not answer the open tool calls of turn %s", turn.id)
+    _finish(turn, "failed", message)
     live.turn_failed(turn)
 
 
+def _stopped(turn: Turn) -> None:
+    _answer_open_tool_calls(turn.conversation, NOT_RUN_STOPPED)
+    _finish(turn, "stopped")
+    live.turn_stopped(turn)
+
+
+def _enter_history(turn: Turn, conversation: Conversation) -> None:
+    """The turn's message joins the model's history now that every turn before it has ended."""
+    if turn.user_message_id is not None or not turn.text:
+        live.turn_started(turn)
+        return
+    message = message_append(session=session_active(conversation), role="user", content=turn.text)
+    turn.user_message = message
+    turn.save(update_fields=["user_message"])
+    live.turn_started(turn, message)
+
+
 def turn_run(*, turn: Turn, holder: str) -> None:
-    turn.status, turn.started_at = "running", timezone.now()
-    turn.save(update_fields=["status", "started_at"])
+    # Claimed with one conditional update: a cancel that came first wins.
+    if not Turn.objects.filter(id=turn.id, status__in=("queued", "running")).update(
+            status="running", started_at=timezone.now()):
+        return
+    turn.refresh_from_db()
     conversation = turn.conversation
-    live.turn_changed(turn)
     try:
+        if turn.stop_requested:
+            raise TurnStopped()
+        _enter_history(turn, conversation)
         _agent_loop(turn=turn, conversation=conversation, holder=holder)
+    except TurnStopped:
+        _stopped(turn)
+        return
     except (TurnFailed, runtime.ConfigurationProblem) as exc:
         _fail(turn, str(exc))
         return
@@ -78,13 +154,12 @@ def turn_run(*, turn: Turn, holder: str) -> None:
         log.exception("turn %s crashed", turn.id)
         _fail(turn, f"The turn failed unexpectedly ({type(exc).__name__}). Your messages are saved; try again.")
         return
-    turn.status, turn.finished_at = "done", timezone.now()
-    turn.save(update_fields=["status", "finished_at", "iterations"])
+    _finish(turn, "done")
     live.turn_changed(turn)
 
 
 def _preflight(conversation: Conversation, cfg, tools: list[dict]) -> None:
-    for _ in range(PREFLIGHT_MAX_PASSES):
+    for _ in range(MAX_PREFLIGHT_PASSES):
         session = session_active(conversation)
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
         messages = context_messages(session)
@@ -125,25 +200,59 @@ def _request_parts(messages: list[dict], tools: list[dict], cfg, conversation: C
 
 
 def _stream_once(*, provider, conversation: Conversation, messages: list[dict], tools, turn: Turn) -> Final:
+    """One streamed model call. Deltas go to the browser every DELTA_FLUSH_SECONDS; the text so
+    far is saved (and sent whole) every PARTIAL_SAVE_SECONDS; a stop closes the stream
+    (`_StreamStopped` carries the text that had arrived)."""
     final = None
-    pending, last_flush = [], time.monotonic()
-    stream_id = f"stream-{turn.id}-{turn.iterations}"
+    text: list[str] = []
+    pending: list[str] = []
+    stream_id = turn.stream_id
+    Turn.objects.filter(id=turn.id).update(partial_text="", iterations=turn.iterations)
     live.stream_started(conversation.id, stream_id)
-    for event in provider.stream(messages, model=conversation.model, max_tokens=conversation.max_tokens, tools=tools):
-        if isinstance(event, TextDelta):
-            pending.append(event.text)
-            if time.monotonic() - last_flush >= DELTA_FLUSH_SECONDS:
+    started = last_flush = last_poll = last_save = time.monotonic()
+    events = provider.stream(messages, model=conversation.model, max_tokens=conversation.max_tokens, tools=tools)
+    try:
+        for event in events:
+            if isinstance(event, TextDelta):
+                pending.append(event.text)
+                text.append(event.text)
+            elif isinstance(event, Final):
+                final = event
+            # ToolCall events are not shown: the final message carries every call, shown once stored.
+            now = time.monotonic()
+            if pending and now - last_flush >= DELTA_FLUSH_SECONDS:
                 live.stream_delta(conversation.id, stream_id, "".join(pending))
-                pending, last_flush = [], time.monotonic()
-        elif isinstance(event, Final):
-            final = event
-        elif isinstance(event, ToolCall):
-            pass  # the final message carries every tool call; they are shown once stored
+                pending, last_flush = [], now
+            if final is None and now - last_save >= PARTIAL_SAVE_SECONDS:
+                so_far = "".join(text)
+                Turn.objects.filter(id=turn.id).update(partial_text=so_far)
+                live.stream_text(conversation.id, stream_id, so_far)
+                pending, last_save = [], now
+            if final is None and now - last_poll >= STOP_POLL_SECONDS:
+                last_poll = now
+                if _stop_requested(turn):
+                    raise _StreamStopped("".join(text), now - started)
+    finally:
+        events.close()  # a stop leaves the loop early: this closes the HTTP stream
     if pending:
         live.stream_delta(conversation.id, stream_id, "".join(pending))
     if final is None:
         raise TurnFailed("The model's stream ended without a final message. Please try again.")
     return final
+
+
+def _keep_stopped_reply(turn: Turn, conversation: Conversation, session: Session, stop: _StreamStopped,
+                        provider_name: str) -> None:
+    """The text that arrived before Stop, stored as the reply (marked stopped); nothing when none did."""
+    usage_record(conversation_id=conversation.id, session_id=session.id, usage=None, model=conversation.model,
+                 provider=provider_name, latency=stop.latency, error="stopped by the user")
+    if not stop.text.strip():
+        live.stream_removed(conversation.id, turn.stream_id)
+        return
+    assistant = message_append(session=session, role="assistant", content=stop.text)
+    assistant.stopped = True
+    assistant.save(update_fields=["stopped"])
+    live.message_added(assistant, stream_id=turn.stream_id)
 
 
 def _engine_tool_schemas(engine) -> list[dict]:
@@ -189,6 +298,8 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
         _preflight(conversation, cfg, tools)
     attempts = 0
     while turn.iterations < cfg.agent.max_iterations:
+        if _stop_requested(turn):
+            raise TurnStopped()
         lock_refresh(conversation_id=conversation.id, kind=TURN_LOCK, holder=holder, ttl=turn_lock_ttl())
         session = session_active(conversation)
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
@@ -199,6 +310,9 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
         try:
             final = _stream_once(provider=provider, conversation=conversation, messages=request,
                                  tools=request_tools, turn=turn)
+        except _StreamStopped as stop:
+            _keep_stopped_reply(turn, conversation, session, stop, provider.name)
+            raise TurnStopped() from None
         except ProviderError as exc:
             usage_record(conversation_id=conversation.id, session_id=session.id, usage=None, model=conversation.model,
                          provider=provider.name, latency=time.monotonic() - started, error=exc.message)
@@ -229,12 +343,15 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
         runtime.engine_state_save(session=session, engine=engine)
         assistant = message_append(session=session, role="assistant", content=final.message.get("content"),
                                    tool_calls=final.tool_calls or None)
+        Turn.objects.filter(id=turn.id).update(partial_text=None, iterations=turn.iterations)
         live.message_added(assistant, stream_id=f"stream-{turn.id}-{turn.iterations - 1}")
         live.gauge_changed(conversation)
         live.usage_changed(conversation)
         if not final.tool_calls:
             return
         for call in final.tool_calls:
+            if _stop_requested(turn):
+                raise TurnStopped()  # the calls not run yet are answered "not run" by _stopped
             fn = call.get("function", {})
             if fn.get("name") in engine_tool_names:
                 content = _engine_tool_call(engine, fn.get("name", ""), fn.get("arguments") or "{}", messages)

@@ -1,8 +1,17 @@
-"""Submitting a chat turn (web side): check the input, run gateway hygiene (SPEC §5.1), store the
-message and its queued turn, and enqueue the agent task on commit. The turn itself runs on a
-worker (`sessions.agent.loop`); one turn at a time per conversation, later turns wait in order.
+"""Chat turns on the web side: submit (check the input, run gateway hygiene (SPEC §5.1), store a
+queued turn and hand it to a worker on commit), cancel a queued turn, stop the running one,
+regenerate or retry the last reply, and edit the last message and send it again.
+
+A submitted message is stored on its `Turn` and enters the model's history only when the turn
+starts (`sessions.agent.loop`), after every turn before it: one turn at a time per conversation,
+in order. The turn row is the source of truth: when the task queue cannot be reached the turn
+stays queued (the user is told) and runs once a worker is handed it again.
+Replaced messages are archived and marked `replaced`, never deleted.
 """
 from __future__ import annotations
+
+import logging
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -14,12 +23,28 @@ from sessions import live, selectors
 from sessions.models import Conversation, Message, Session, Turn
 from sessions.services import runtime
 from sessions.services.compaction import compression_request
-from sessions.services.context import context_messages, message_append, session_active
+from sessions.services.context import context_messages, context_rows, session_active
 from sessions.tasks import agent_turn_run as agent_turn_run_task
+
+log = logging.getLogger(__name__)
+
+# A send must answer fast even when Redis is away: the enqueue gets its own broker connection
+# with short socket timeouts and one quick retry, and no result-backend subscription (nothing
+# waits on a turn's result; subscribing retries for ~19 s while Redis is down).
+ENQUEUE_SOCKET_TIMEOUT = 1.0
+ENQUEUE_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+QUEUE_DOWN_NOTICE = ("Your message is saved, but the task queue cannot be reached right now, so the agent has "
+                     "not started on it. It runs as soon as the queue is back; there is no need to send it again.")
+BUSY = "A turn is still running or waiting; stop it or wait for it to finish first."
 
 
 class TurnRejected(Exception):
-    """The message cannot be accepted; the text says why and nothing was stored."""
+    """The request cannot be accepted; the text says why and nothing was stored."""
+
+
+class Submission(NamedTuple):
+    turn: Turn
+    notice: str  # "" when a worker was handed the turn (or will be on commit)
 
 
 def hygiene_check(*, conversation: Conversation, session: Session, cfg):
@@ -32,10 +57,22 @@ def hygiene_check(*, conversation: Conversation, session: Session, cfg):
     )
 
 
-def turn_submit(*, user, conversation_id, text: str) -> tuple[Turn, Message]:
-    conversation = selectors.conversation_get_for_user(user=user, conversation_id=conversation_id)
-    if conversation is None:
-        raise TurnRejected("No such conversation.")
+def turn_enqueue(turn_id: int) -> str:
+    """Hand a turn to a worker. "" when done; otherwise the notice to show (the turn stays queued)."""
+    try:
+        with agent_turn_run_task.app.connection_for_write(
+                connect_timeout=ENQUEUE_SOCKET_TIMEOUT,
+                transport_options={"socket_connect_timeout": ENQUEUE_SOCKET_TIMEOUT,
+                                   "socket_timeout": ENQUEUE_SOCKET_TIMEOUT}) as connection:
+            agent_turn_run_task.apply_async((turn_id,), connection=connection, ignore_result=True,
+                                            retry=True, retry_policy=ENQUEUE_RETRY_POLICY)
+    except Exception as exc:  # kombu's OperationalError, a socket error: the broker is away
+        log.warning("turn %s stays queued: the task queue is unreachable (%s)", turn_id, exc)
+        return QUEUE_DOWN_NOTICE
+    return ""
+
+
+def _checked_text(text: str) -> str:
     text = (text or "").strip()
     if not text:
         raise TurnRejected("The message is empty.")
@@ -43,22 +80,130 @@ def turn_submit(*, user, conversation_id, text: str) -> tuple[Turn, Message]:
     if len(text) > limit:
         raise TurnRejected(f"The message is too long: {len(text):,} characters (the limit is {limit:,}). "
                            "Put large content in a file in the workspace and ask the agent to read it.")
+    return text
+
+
+def _own(user, conversation_id) -> Conversation:
+    conversation = selectors.conversation_get_for_user(user=user, conversation_id=conversation_id)
+    if conversation is None:
+        raise TurnRejected("No such conversation.")
+    return conversation
+
+
+def _queue(turn: Turn, *, hygiene: bool, cfg, conversation: Conversation, session: Session) -> dict:
+    """Hand the new turn to a worker on commit (after a hygiene compaction when it fires); the
+    returned dict holds the notice once the commit ran."""
+    outcome = {"notice": ""}
+    if hygiene and hygiene_check(conversation=conversation, session=session, cfg=cfg).fire:
+        # Hygiene compacts first; the turn follows the compression job.
+        compression_request(conversation_id=conversation.id, trigger="hygiene", then_turn=turn.id)
+        transaction.on_commit(lambda: live.turn_queued(turn))
+        return outcome
+
+    def enqueue() -> None:
+        outcome["notice"] = turn_enqueue(turn.id)
+        if not outcome["notice"]:  # the same Redis carries the live pushes: skip them when it is away
+            live.turn_queued(turn)
+
+    transaction.on_commit(enqueue)
+    return outcome
+
+
+def turn_submit(*, user, conversation_id, text: str) -> Submission:
+    conversation = _own(user, conversation_id)
+    text = _checked_text(text)
     cfg = runtime.current_config()
     with transaction.atomic():
         session = session_active(conversation)
-        decision = hygiene_check(conversation=conversation, session=session, cfg=cfg)
-        message = message_append(session=session, role="user", content=text)
-        turn = Turn.objects.create(conversation=conversation, user_message=message)
-        # Every open page of the conversation shows the message at once (the form only clears).
-        transaction.on_commit(lambda: live.message_added(message))
-        transaction.on_commit(lambda: live.turn_changed(turn))
+        turn = Turn.objects.create(conversation=conversation, text=text)
         conversation.last_activity_at = timezone.now()
         if conversation.title == "New conversation":
             conversation.title = text[:60]
         conversation.save(update_fields=["last_activity_at", "title"])
-        if decision.fire:
-            # Hygiene compacts first; the turn follows the compression job.
-            compression_request(conversation_id=conversation.id, trigger="hygiene", then_turn=turn.id)
-        else:
-            transaction.on_commit(lambda: agent_turn_run_task.delay(turn.id))
-    return turn, message
+        outcome = _queue(turn, hygiene=True, cfg=cfg, conversation=conversation, session=session)
+    return Submission(turn, outcome["notice"])
+
+
+def turn_cancel(*, user, conversation_id, turn_id) -> Turn:
+    """Cancel a turn that has not started; its text never enters the history."""
+    conversation = _own(user, conversation_id)
+    cancelled = Turn.objects.filter(id=turn_id, conversation=conversation, status="queued").update(
+        status="cancelled", finished_at=timezone.now())
+    turn = Turn.objects.filter(id=turn_id, conversation=conversation).first()
+    if turn is None:
+        raise TurnRejected("No such message.")
+    if not cancelled:
+        raise TurnRejected("That message has already started: use Stop to end it." if turn.status == "running"
+                           else "That message is no longer waiting.")
+    live.turn_cancelled(turn)
+    return turn
+
+
+def turn_stop(*, user, conversation_id) -> Turn:
+    """Ask the running turn to stop; the worker ends it at the next delta or before the next tool."""
+    conversation = _own(user, conversation_id)
+    turn = conversation.turns.filter(status="running").order_by("id").first()
+    if turn is None:
+        raise TurnRejected("Nothing is running.")
+    Turn.objects.filter(id=turn.id).update(stop_requested=True)
+    turn.stop_requested = True
+    live.turn_changed(turn)
+    return turn
+
+
+def _replace_from(session: Session, first: Message) -> int:
+    """Archive `first` and everything after it in the session's context, marked replaced."""
+    return context_rows(session).filter(seq__gte=first.seq).update(archived=True, replaced=True)
+
+
+def _last_exchange(conversation: Conversation) -> tuple[Session, Message]:
+    """The active session and its last user message (refused when that message was compacted)."""
+    # Two clicks at once: the second waits for the first's transaction, then sees its turn.
+    list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk"))
+    if conversation.turns.filter(status__in=("queued", "running")).exists():
+        raise TurnRejected(BUSY)
+    session = session_active(conversation)
+    last = context_rows(session).filter(role="user", is_summary=False).order_by("-seq").first()
+    if last is None or not last.visible:
+        raise TurnRejected("The last message was compacted into a summary, so it cannot be answered again; "
+                           "send it again as a new message instead.")
+    return session, last
+
+
+def turn_regenerate(*, user, conversation_id) -> Submission:
+    """Answer the last user message again; the reply it replaces is archived (kept, shown as replaced)."""
+    conversation = _own(user, conversation_id)
+    with transaction.atomic():
+        session, last = _last_exchange(conversation)
+        context_rows(session).filter(seq__gt=last.seq).update(archived=True, replaced=True)
+        turn = Turn.objects.create(conversation=conversation, kind="regenerate", user_message=last)
+        transaction.on_commit(lambda: live.transcript_changed(conversation))
+        outcome = _queue(turn, hygiene=False, cfg=None, conversation=conversation, session=session)
+    return Submission(turn, outcome["notice"])
+
+
+def turn_retry(*, user, conversation_id) -> Submission:
+    """Run the failed latest turn again: from its message when that entered the history, else
+    queue its text anew."""
+    conversation = _own(user, conversation_id)
+    latest = conversation.turns.order_by("-id").first()
+    if latest is None or latest.status != "failed":
+        raise TurnRejected("Only a failed last turn can be retried.")
+    if latest.user_message_id is None and latest.text:
+        return turn_submit(user=user, conversation_id=conversation_id, text=latest.text)
+    return turn_regenerate(user=user, conversation_id=conversation_id)
+
+
+def turn_edit(*, user, conversation_id, text: str) -> Submission:
+    """Replace the last user message (and the reply to it) with `text`, and send that."""
+    conversation = _own(user, conversation_id)
+    text = _checked_text(text)
+    with transaction.atomic():
+        session, last = _last_exchange(conversation)
+        _replace_from(session, last)
+        turn = Turn.objects.create(conversation=conversation, kind="edit", text=text)
+        conversation.last_activity_at = timezone.now()
+        conversation.save(update_fields=["last_activity_at"])
+        transaction.on_commit(lambda: live.transcript_changed(conversation))
+        outcome = _queue(turn, hygiene=False, cfg=None, conversation=conversation, session=session)
+    return Submission(turn, outcome["notice"])

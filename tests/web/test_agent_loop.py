@@ -304,3 +304,14 @@ def test_a_window_lowered_by_an_overflow_survives_the_rotation(alice, conversati
     assert event.status == "compressed", event.reason
     child = session_active(conversation)
     assert child.parent_id == event.session_id and child.context_length == 70_000
+
+
+@pytest.mark.django_db
+def test_the_gauge_right_after_a_compaction_shows_the_events_figure(alice, conversation):
+    from sessions.presenters import gauge
+
+    fill_history(conversation, 12)
+    event = compression_inline(conversation_id=conversation.id, trigger="manual", force=True).event
+    assert event.status == "compressed"
+    g = gauge(conversation)
+    assert (g["source"], g["tokens"]) == ("estimated", event.tokens_after)

@@ -118,7 +118,7 @@ def test_a_repeated_manual_request_moments_later_is_skipped(client, alice, conve
     lock_release(conversation_id=conversation.id, kind="compression", holder=lock.holder)  # as if it finished
     CompressionEvent.objects.update(status="compressed")
     response = client.post(url, {"text": "/compress"}, **HTMX)
-    assert "already running (or just ran)" in response.content.decode()
+    assert "taken as a double click" in response.content.decode()
     assert list(CompressionEvent.objects.order_by("id").values_list("status", flat=True)) == ["compressed", "skipped"]
     # A different focus topic is a different request.
     with django_capture_on_commit_callbacks(execute=False):

@@ -1,0 +1,190 @@
+// The conversation page's behaviour. Loaded as a file, never inline (the pages are meant to run
+// under a content-security policy without 'unsafe-inline').
+//
+// - Enter sends, Shift+Enter inserts a newline, Esc stops the running turn.
+// - The composer is cleared only when the server accepted the message (2xx); a refused one keeps
+//   its text, with the server's reason beside it. Past the length limit it warns instead of
+//   cutting a paste.
+// - The transcript follows new text only while the reader is at its bottom.
+// - Notices can be dismissed; code blocks get a copy button; running compressions show their
+//   elapsed time; a cancelled queued message returns to an empty composer.
+(function () {
+  "use strict";
+
+  var composer = document.getElementById("composer");
+  var textarea = document.getElementById("composer-text");
+  var lengthNote = document.getElementById("composer-length");
+  var composerError = document.getElementById("composer-error");
+  var BOTTOM_SLACK = 40; // px: "at the bottom" even when a few pixels short
+
+  function transcript() { return document.getElementById("transcript"); }
+
+  // ---- composer -----------------------------------------------------------------------------
+
+  function maxChars() { return Number(textarea.dataset.maxChars || 0); }
+
+  function checkLength() {
+    var limit = maxChars();
+    var n = textarea.value.length;
+    if (!limit || n < limit * 0.9) {
+      lengthNote.hidden = true;
+      lengthNote.textContent = "";
+      lengthNote.classList.remove("over");
+      return;
+    }
+    lengthNote.hidden = false;
+    if (n > limit) {
+      lengthNote.textContent = n.toLocaleString() + " / " + limit.toLocaleString() +
+        " characters: too long to send. Shorten it, or put large content in a file in the workspace.";
+      lengthNote.classList.add("over");
+    } else {
+      lengthNote.textContent = n.toLocaleString() + " / " + limit.toLocaleString() + " characters";
+      lengthNote.classList.remove("over");
+    }
+  }
+
+  if (textarea) {
+    textarea.addEventListener("keydown", function (e) {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+        e.preventDefault();
+        if (textarea.value.trim()) { htmx.trigger(composer, "submit"); }
+      }
+    });
+    textarea.addEventListener("input", function () {
+      checkLength();
+      if (composerError) { composerError.textContent = ""; }
+    });
+    composer.addEventListener("htmx:afterRequest", function (e) {
+      if (e.detail.elt !== composer) { return; }
+      var status = e.detail.xhr ? e.detail.xhr.status : 0;
+      if (status >= 200 && status < 300) {
+        composer.reset();
+        if (composerError) { composerError.textContent = ""; }
+        checkLength();
+      }
+    });
+  }
+
+  // ---- Esc stops ----------------------------------------------------------------------------
+
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "Escape" || e.isComposing) { return; }
+    var stop = document.getElementById("stop-button");
+    if (stop && !stop.disabled) {
+      e.preventDefault();
+      stop.click();
+    }
+  });
+
+  // ---- cancelling a queued message ----------------------------------------------------------
+
+  // Sent by this script rather than by htmx: the socket removes the queued entry (on every open
+  // page) before the answer arrives, and htmx drops answers to elements no longer on the page.
+  // A cancelled message's text comes back to an empty composer.
+  function csrfToken() {
+    try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; }
+    catch (err) { return ""; }
+  }
+
+  function showNotice(html) {
+    var notices = document.getElementById("notices");
+    if (notices && html) { notices.insertAdjacentHTML("beforeend", html); }
+  }
+
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.classList || !form.classList.contains("cancel-form")) { return; }
+    e.preventDefault();
+    var item = form.closest(".queued");
+    var text = item ? item.querySelector(".text").textContent : "";
+    fetch(form.action, { method: "POST", credentials: "same-origin",
+                         headers: { "X-CSRFToken": csrfToken(), "HX-Request": "true" } })
+      .then(function (response) {
+        return response.text().then(function (body) {
+          if (response.ok) {
+            if (item) { item.remove(); }
+            if (textarea && text && !textarea.value.trim()) {
+              textarea.value = text;
+              checkLength();
+              body = body.replace("</span>", " Its text is back in the composer.</span>");
+            }
+          }
+          showNotice(body);
+        });
+      });
+  });
+
+  // ---- notices ------------------------------------------------------------------------------
+
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest ? e.target.closest(".notice .dismiss") : null;
+    if (button) { button.closest(".notice").remove(); }
+  });
+
+  // ---- follow the transcript only from its bottom ----------------------------------------
+
+  var following = true;
+
+  function atBottom(el) { return el.scrollHeight - el.scrollTop - el.clientHeight <= BOTTOM_SLACK; }
+
+  function watchScroll(el) {
+    if (!el || el.dataset.watched) { return; }
+    el.dataset.watched = "1";
+    el.addEventListener("scroll", function () { following = atBottom(el); });
+  }
+
+  function follow() {
+    var el = transcript();
+    watchScroll(el);
+    if (el && following) { el.scrollTop = el.scrollHeight; }
+  }
+
+  document.body.addEventListener("htmx:wsBeforeMessage", function () {
+    var el = transcript();
+    if (el) { following = atBottom(el); }
+  });
+  document.body.addEventListener("htmx:wsAfterMessage", follow);
+
+  // ---- copy buttons on code blocks --------------------------------------------------------
+
+  function addCopyButtons(root) {
+    (root || document).querySelectorAll(".markdown pre").forEach(function (pre) {
+      if (pre.querySelector(".copy-code")) { return; }
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "copy-code";
+      button.textContent = "Copy";
+      button.setAttribute("aria-label", "Copy this code");
+      pre.appendChild(button);
+    });
+  }
+
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest ? e.target.closest(".copy-code") : null;
+    if (!button) { return; }
+    var code = button.parentElement.querySelector("code") || button.parentElement;
+    var text = code.textContent;
+    var done = function () {
+      button.textContent = "Copied";
+      setTimeout(function () { button.textContent = "Copy"; }, 1500);
+    };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).then(done, function () { button.textContent = "Copy failed"; });
+    }
+  });
+
+  // New entries arrive over the socket: give their code blocks buttons as they land.
+  new MutationObserver(function () { addCopyButtons(); }).observe(document.body, { childList: true, subtree: true });
+  addCopyButtons();
+
+  // ---- elapsed time of running compressions -----------------------------------------------
+
+  setInterval(function () {
+    document.querySelectorAll(".elapsed[data-started]").forEach(function (el) {
+      el.textContent = Math.max(0, Math.round(Date.now() / 1000 - Number(el.dataset.started))) + " s";
+    });
+  }, 1000);
+
+  follow();
+  if (textarea) { checkLength(); }
+})();
