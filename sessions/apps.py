@@ -15,3 +15,9 @@ class AgentSessionsConfig(AppConfig):
 
         on_settings_changed(broadcast_settings_changed)
         register_terminal_sandbox_probe(sandbox.problem)
+        # A migration that rebuilds the message table on SQLite drops the search index's triggers.
+        from django.db.models.signals import post_migrate
+
+        from sessions.services.recall import index_ensure_after_migrate
+
+        post_migrate.connect(index_ensure_after_migrate, sender=self)

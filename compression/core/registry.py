@@ -4,10 +4,11 @@ Guarantees:
 - ``get_context_engine(name, **kwargs)`` always returns a NEW engine instance: classes and factories
   are called with the keyword arguments their signature accepts; a registered instance is deep-copied,
   so no two sessions share mutable engine state.
-- ``"compressor"`` (and an empty name) is always the built-in. A plugin is only loaded when its name
-  is asked for; a missing or broken one, or a registered engine that cannot be built (a factory
-  that raises, an instance that cannot be deep-copied), logs a warning naming it and falls back to
-  the built-in: selecting an engine never raises.
+- ``"compressor"`` (and an empty name) is always the built-in compressor, ``"lcm"`` always the
+  built-in lossless engine (``compression.core.lcm``); no plugin or registration shadows either.
+  A plugin is only loaded when its name is asked for; a missing or broken one, or a registered
+  engine that cannot be built (a factory that raises, an instance that cannot be deep-copied),
+  logs a warning naming it and falls back to the built-in: selecting an engine never raises.
 - The plugin folder root is configurable (``set_plugin_dir`` or ``plugin_dir=``); default
   ``<repo>/plugins/context_engine/``. Plugin names are plain identifiers, never paths.
 """
@@ -30,6 +31,8 @@ from .base import ContextEngine
 log = logging.getLogger(__name__)
 
 BUILTIN_ENGINE = "compressor"
+LCM_ENGINE = "lcm"
+BUILTIN_ENGINES = (BUILTIN_ENGINE, LCM_ENGINE)
 DEFAULT_PLUGIN_DIR = Path(__file__).resolve().parents[2] / "plugins" / "context_engine"
 _PLUGIN_PACKAGE = "hermes_context_engine_plugins"
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
@@ -165,6 +168,12 @@ def _builtin(kwargs: dict[str, Any]) -> ContextEngine:
     return _instantiate(ContextCompressor, kwargs)
 
 
+def _lcm(kwargs: dict[str, Any]) -> ContextEngine:
+    from .lcm import LcmEngine  # lazy, as the compressor it builds on
+
+    return _instantiate(LcmEngine, kwargs)
+
+
 def get_context_engine(
     name: str | None = None, *, plugin_dir: str | Path | None = None, **kwargs: Any
 ) -> ContextEngine:
@@ -172,6 +181,8 @@ def get_context_engine(
     name = (name or BUILTIN_ENGINE).strip()
     if name == BUILTIN_ENGINE:
         return _builtin(kwargs)
+    if name == LCM_ENGINE:
+        return _lcm(kwargs)
     root = Path(plugin_dir) if plugin_dir is not None else _plugin_dir
     if _VALID_NAME.match(name):
         try:

@@ -159,8 +159,10 @@ SPECS: dict[str, dict[str, FieldSpec]] = {
     },
     "context": {
         "engine": FieldSpec("str", "a registered or plugin engine name",
-                            "Context engine; an unknown name falls back to the built-in compressor with a "
-                            "warning. Default compressor.", _engine_name),
+                            "Context engine: compressor (the built-in, default) or lcm (the compressor plus an "
+                            "anchor index in each summary and context_search / context_expand tools over "
+                            "everything compacted); an unknown name falls back to the built-in compressor "
+                            "with a warning.", _engine_name),
     },
     "model": {
         "provider": FieldSpec("choice", None,

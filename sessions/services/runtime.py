@@ -12,6 +12,7 @@ from compression.core.thresholds import ContextWindowTooSmall, check_context_len
 from llm.models import UNKNOWN_MODEL_WINDOW, get_model
 from llm.routes import simulator_needed
 from sessions.models import Conversation, Session
+from sessions.services.recall import recall_for
 
 STATE_FIELDS = ("compression_count", "previous_summary", "cooldown_until", "ineffective_count", "last_prompt_tokens")
 
@@ -65,6 +66,8 @@ def engine_build(*, conversation: Conversation, session: Session, cfg, summarise
         # and a threshold above that window (or the session's stored one) is lowered to it.
         summariser_context_length=auxiliary_window(conversation, session, cfg),
         threshold_tokens_cap=session.threshold_tokens,
+        # The stored conversation, for engines with context tools (lcm); read only when used.
+        recall=recall_for(conversation_id=conversation.id, session_id=session.id),
     )
     engine.load_state({**(session.engine_state or {}), **{name: getattr(session, name) for name in STATE_FIELDS}})
     return engine

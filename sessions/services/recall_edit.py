@@ -1,0 +1,195 @@
+"""Preview and edit before a manual compression: the summary the auxiliary model would write now
+and what would stay verbatim, without changing anything (``compression_draft``); then the user's
+own text committed as the summary (``compression_commit_edited``), or nothing at all (cancel).
+
+The draft runs the real engine with the real summariser (its calls are recorded and cost what
+they cost) and keeps none of its state. The commit runs the same engine with a summariser that
+returns the user's text, under the compression lock and the turn lease, so it never interleaves
+with a turn or another compression. The draft hands out a signed ``token`` naming the live
+context and the draft's text: the commit refuses when the context changed since (the summary
+must describe the turns it replaces) and knows whether the text was edited. An edited summary
+starts with ``EDITED_MARK`` (shown in the divider) and its event's reason says so; the draft
+committed unchanged is recorded as previewed.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+from django.core import signing
+from django.db import transaction
+from django.utils import timezone
+
+from compression.core.lcm import split_lcm_body
+from compression.core.markers import is_summary_message, strip_summary_wrapping
+from compression.core.summary import SummaryResult
+from sessions import live
+from sessions.models import CompressionEvent, Conversation, Session
+from sessions.services import runtime
+from sessions.services.context import context_messages, context_rows, session_active
+from sessions.services.locks import COMPRESSION_LOCK, TURN_LOCK, lock_acquire, lock_release
+from sessions.services.recall import message_text
+
+EDITED_MARK = "[Summary edited by the user before it was committed.]"
+EDITED_REASON = "summary edited by the user"
+PREVIEWED_REASON = "summary previewed by the user"
+TOKEN_SALT = "sessions.recall_edit.draft"
+MAX_SUMMARY_CHARS = 60_000
+EXCERPT_CHARS = 240
+
+
+class EditRejected(Exception):
+    """The edit cannot be committed now; the message says why and what to do."""
+
+
+@dataclass
+class Draft:
+    engine: str
+    token: str  # signed: the live context's fingerprint and the draft text's hash
+    focus_topic: str
+    ok: bool
+    reason: str = ""
+    prose: str = ""  # what the user may edit
+    index: str = ""  # the anchor index the lcm engine appends (mechanical, not editable)
+    summarised: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    head: list[dict] = field(default_factory=list)  # kept verbatim before the summary
+    tail: list[dict] = field(default_factory=list)  # kept verbatim after it
+
+
+def context_fingerprint(session: Session) -> str:
+    """Names the session's live context exactly: another message, or a compaction, changes it."""
+    ids = ",".join(str(i) for i in context_rows(session).values_list("id", flat=True))
+    return hashlib.sha256(f"{session.id}:{ids}".encode()).hexdigest()[:32]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.strip().encode()).hexdigest()[:32]
+
+
+def draft_token(fingerprint: str, prose: str) -> str:
+    return signing.dumps({"fp": fingerprint, "h": _digest(prose)}, salt=TOKEN_SALT)
+
+
+def _excerpt(msg: dict) -> dict:
+    text = message_text(msg.get("role", ""), msg.get("content"), msg.get("tool_calls"))
+    return {"role": msg.get("role", ""), "name": msg.get("name", ""),
+            "text": text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1] + "…"}
+
+
+def _prose_and_index(summary_text: str) -> tuple[str, str]:
+    prose, index = split_lcm_body(strip_summary_wrapping(summary_text))
+    return prose.removeprefix(EDITED_MARK).lstrip(), index
+
+
+def _summarisers(conversation: Conversation, session: Session, cfg):
+    from sessions.services import compaction  # the same routes a queued compression uses
+
+    holder: dict = {}
+    aux, fallback = compaction._summarisers(conversation=conversation, session=session, cfg=cfg, model_holder=holder)
+    return aux, fallback, holder.get("model", "")
+
+
+def compression_draft(*, conversation: Conversation, focus_topic: str | None = None) -> Draft:
+    """The summary a manual compression would write now, and what it would keep; nothing changes."""
+    from sessions.services import compaction
+
+    cfg = runtime.current_config()
+    session = session_active(conversation)
+    fingerprint = context_fingerprint(session)
+    aux, fallback, _ = _summarisers(conversation, session, cfg)
+    engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg, summariser=aux,
+                                  fallback_summariser=fallback)
+    messages = context_messages(session)
+    result = engine.compress(messages, focus_topic=focus_topic, force=True,
+                             extra_context=compaction._memory_context(messages), today=timezone.localdate())
+    draft = Draft(engine=engine.name, token="", focus_topic=focus_topic or "", ok=result.compressed,
+                  reason=result.reason or "", summarised=result.summarized_count, tokens_before=result.tokens_before,
+                  tokens_after=result.tokens_after)
+    if not result.compressed:
+        draft.reason = draft.reason or "there is nothing to compress yet"
+        return draft
+    draft.prose, draft.index = _prose_and_index(result.summary or "")
+    draft.token = draft_token(fingerprint, draft.prose)
+    at = next(i for i, m in enumerate(result.messages) if is_summary_message(m))
+    draft.head = [_excerpt(m) for m in result.messages[1:at]]
+    draft.tail = [_excerpt(m) for m in result.messages[at + 1:]]
+    return draft
+
+
+def _fixed(text: str):
+    def summarise(prompt: str, budget: int) -> SummaryResult:
+        return SummaryResult(text, "end_turn")
+
+    return summarise
+
+
+def compression_commit_edited(*, conversation: Conversation, summary: str, token: str,
+                              focus_topic: str | None = None) -> CompressionEvent:
+    """Compress now with ``summary`` as the summary body; ``EditRejected`` (nothing changed) when
+    the text is empty or too long, the token is not a draft's, the context changed since the
+    draft, or the conversation is busy."""
+    from sessions.services import compaction
+
+    text = (summary or "").strip()
+    if not text:
+        raise EditRejected("The summary is empty: write what the agent should remember, or cancel.")
+    if len(text) > MAX_SUMMARY_CHARS:
+        raise EditRejected(f"The summary is too long: {len(text):,} characters (at most {MAX_SUMMARY_CHARS:,}).")
+    try:
+        signed = signing.loads(token or "", salt=TOKEN_SALT)
+    except signing.BadSignature:
+        raise EditRejected("This preview is not valid any more; preview again (your text is kept).") from None
+    session = session_active(conversation)
+    if context_fingerprint(session) != signed.get("fp"):
+        raise EditRejected("The conversation changed since this preview (a message arrived or it was compressed), "
+                           "so this summary may not describe what it would replace. Preview again; your text is kept.")
+    ttl = compaction.lock_ttl()
+    holder = lock_acquire(conversation_id=conversation.id, kind=COMPRESSION_LOCK, ttl=ttl)
+    if holder is None:
+        raise EditRejected("A compression is already running for this conversation; try again in a moment.")
+    turn_holder = lock_acquire(conversation_id=conversation.id, kind=TURN_LOCK, ttl=ttl)
+    if turn_holder is None:
+        lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
+        raise EditRejected("The agent is answering right now; commit again when it has finished.")
+    edited = _digest(text) != signed.get("h")
+    reason = EDITED_REASON if edited else PREVIEWED_REASON
+    cfg = runtime.current_config()
+    started = time.monotonic()
+    event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger="manual",
+                                            status="running", phase="starting", focus_topic=focus_topic or "",
+                                            reason=reason)
+    try:
+        in_place = cfg.compression.in_place
+        event.in_place = in_place
+        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg,
+                                      summariser=_fixed(f"{EDITED_MARK}\n\n{text}" if edited else text))
+        result = engine.compress(context_messages(session), focus_topic=focus_topic, force=True,
+                                 today=timezone.localdate())
+        event.status = compaction._event_status(result)
+        event.messages_before, event.messages_after = result.messages_before, result.messages_after
+        event.tokens_before, event.tokens_after = result.tokens_before, result.tokens_after
+        event.pruned_count, event.summarized_count = result.pruned_count, result.summarized_count
+        event.summary = result.summary or ""
+        if result.compressed:
+            with transaction.atomic():
+                session = compaction._persist(conversation=conversation, session=session, result=result,
+                                              in_place=in_place, event=event)
+                runtime.engine_state_save(session=session, engine=engine)
+        else:
+            event.reason = f"{reason}; not committed: {result.reason or result.status}"
+    except Exception as exc:
+        event.status = "failed"
+        event.reason = f"{reason}; {type(exc).__name__}: {exc}"[:2000]
+        raise
+    finally:
+        event.phase = "done"
+        event.duration_ms = int((time.monotonic() - started) * 1000)
+        event.finished_at = timezone.now()
+        event.save()
+        lock_release(conversation_id=conversation.id, kind=TURN_LOCK, holder=turn_holder)
+        lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
+        live.compression_finished(event)
+    return event

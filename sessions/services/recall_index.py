@@ -1,0 +1,197 @@
+"""The message search index of migration 0005 on each backend: keeping its objects in place, and
+the two queries a search is made of (``counts``: how common each word is in a conversation,
+capped; ``ranked``: the messages holding every one of some words, best first, with a snippet).
+
+SQLite drops a table's triggers whenever a later migration rebuilds the message table (Django's
+"remake" for most field changes), so ``index_ensure`` checks the index objects once per process
+before the first search, and after every ``migrate`` (``index_ensure_after_migrate``, a
+post_migrate receiver); missing ones are rebuilt from the migration's own statements, re-reading
+every message, so nothing stored meanwhile is missed.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.db import connection, connections, transaction
+
+from sessions.models import Message, Session
+
+FTS_TABLE = "agent_sessions_message_search"
+INDEXED_CHARS = 200_000  # as migration 0005 indexes: the headline reads the same text
+SNIPPET_TOKENS = 64  # FTS5's largest snippet: a path or an error line survives whole
+COUNT_CAP = 1_000  # "common" from here on: the count only orders the words, rarest first
+MARK_START, MARK_END = "\ue000", "\ue001"  # private-use characters: never in a message's text
+
+Ranked = list[tuple[int, float, str]]  # (message id, score: higher is better, marked snippet)
+
+
+class RecallUnavailable(Exception):
+    """The database has no full-text index (a backend other than SQLite or PostgreSQL)."""
+
+
+# The index objects ------------------------------------------------------------------------------
+
+_ensured: set[str] = set()  # connection aliases whose index objects were checked in this process
+
+
+def _index_migration():
+    return importlib.import_module("sessions.migrations.0005_message_search")
+
+
+def index_present(using: str = "default") -> bool:
+    """Whether the index objects of migration 0005 exist on this database."""
+    conn = connections[using]
+    with conn.cursor() as cursor:
+        if conn.vendor == "sqlite":
+            names = [f"{FTS_TABLE}_{s}" for s in ("ai", "au", "ad")]
+            cursor.execute("SELECT count(*) FROM sqlite_master WHERE (type = 'trigger' AND name IN (%s, %s, %s)) "
+                           "OR (type = 'table' AND name = %s)", [*names, FTS_TABLE])
+            return cursor.fetchone()[0] == 4
+        if conn.vendor == "postgresql":
+            cursor.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+                           "AND table_name = %s AND column_name = 'search_vector'", [Message._meta.db_table])
+            return cursor.fetchone()[0] == 1
+    return True  # another backend has no index to keep
+
+
+def index_ensure(using: str = "default", *, force: bool = False) -> bool:
+    """Rebuild the index objects if any is missing (once per process, unless ``force``); True when
+    they were rebuilt."""
+    if using in _ensured and not force:
+        return False
+    conn = connections[using]
+    statements = _index_migration().STATEMENTS.get(conn.vendor)
+    rebuilt = False
+    if statements is not None:
+        with transaction.atomic(using=using):
+            if conn.vendor == "postgresql":
+                with conn.cursor() as cursor:  # one rebuilder at a time
+                    cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [FTS_TABLE])
+            if not index_present(using):
+                forward, reverse = statements
+                with conn.cursor() as cursor:
+                    if conn.vendor == "postgresql":
+                        # ALTER TABLE refuses to run while the transaction has deferred foreign-key
+                        # checks pending (messages written earlier in it): run them now.
+                        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                    for sql in [*reverse, *forward]:
+                        cursor.execute(sql)
+                rebuilt = True
+    _ensured.add(using)
+    return rebuilt
+
+
+def index_ensure_after_migrate(sender=None, using: str = "default", **kwargs) -> None:
+    """post_migrate receiver: a migration after 0005 may have dropped the SQLite triggers."""
+    from django.db.migrations.recorder import MigrationRecorder
+
+    applied = MigrationRecorder(connections[using]).applied_migrations()
+    if ("agent_sessions", "0005_message_search") in applied:
+        index_ensure(using, force=True)
+
+
+# The queries ------------------------------------------------------------------------------------
+
+def _db_conversation_id(conversation_id):
+    field = Message._meta.get_field("conversation").target_field
+    return field.get_db_prep_value(field.to_python(conversation_id), connection)
+
+
+def _compacted(compacted_only: bool) -> str:
+    return " AND (m.archived OR ss.ended_at IS NOT NULL)" if compacted_only else ""
+
+
+def _excluding(exclude: Sequence[int]) -> tuple[str, list[int]]:
+    if not exclude:
+        return "", []
+    return f" AND m.id NOT IN ({', '.join(['%s'] * len(exclude))})", list(exclude)
+
+
+def _fts_phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _fts_match(conversation_id, terms: Sequence[str], context: Sequence[str] = ()) -> str:
+    """Messages holding every one of ``terms``; ``context`` (words that need not match) only adds
+    phrases for bm25 and the snippet, so both still favour the rest of the query's words."""
+    words = " AND ".join(_fts_phrase(t) for t in terms)
+    extra = [t for t in context if t not in terms]
+    if extra:
+        words = f"{words} AND ({' OR '.join(_fts_phrase(t) for t in [*terms, *extra])})"
+    # The conversation's token first: FTS5 then reads only this conversation's postings.
+    return f'conv : "c{_db_conversation_id(conversation_id)}" AND body : ({words})'
+
+
+def _sqlite_counts(conversation_id, terms: Sequence[str]) -> list[int]:
+    one = f"(SELECT count(*) FROM (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT {COUNT_CAP}))"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join([one] * len(terms)), [_fts_match(conversation_id, [t]) for t in terms])
+        return list(cursor.fetchone())
+
+
+def _sqlite_ranked(conversation_id, terms: Sequence[str], context: Sequence[str], limit: int,
+                   exclude: Sequence[int], compacted_only: bool) -> Ranked:
+    not_in, ids = _excluding(exclude)
+    sql = (
+        f"SELECT {FTS_TABLE}.rowid, bm25({FTS_TABLE}, 1.0, 0.0) AS score, "
+        f"snippet({FTS_TABLE}, 0, %s, %s, '…', {SNIPPET_TOKENS}) "
+        f"FROM {FTS_TABLE} JOIN {Message._meta.db_table} AS m ON m.id = {FTS_TABLE}.rowid "
+        f"JOIN {Session._meta.db_table} AS ss ON ss.id = m.session_id "
+        f"WHERE {FTS_TABLE} MATCH %s AND NOT m.is_summary AND m.visible{_compacted(compacted_only)}{not_in} "
+        "ORDER BY score, m.id DESC LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [MARK_START, MARK_END, _fts_match(conversation_id, terms, context), *ids, limit])
+        # bm25 is lower for better matches; callers read higher as better.
+        return [(row[0], -float(row[1]), row[2] or "") for row in cursor.fetchall()]
+
+
+_HEADLINE_OPTIONS = (f"StartSel={MARK_START}, StopSel={MARK_END}, MaxWords=60, MinWords=30, ShortWord=2, "
+                     "MaxFragments=1, FragmentDelimiter=\" … \"")
+
+
+def _pg_query(terms: Sequence[str], op: str = "&&") -> str:
+    return f" {op} ".join(["plainto_tsquery('english', %s)"] * len(terms))
+
+
+def _postgres_counts(conversation_id, terms: Sequence[str]) -> list[int]:
+    one = (f"(SELECT count(*) FROM (SELECT 1 FROM {Message._meta.db_table} WHERE conversation_id = %s "
+           f"AND search_vector @@ {_pg_query(['x'])} LIMIT {COUNT_CAP}) AS hits)")
+    params: list = []
+    for term in terms:
+        params += [_db_conversation_id(conversation_id), term]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join([one] * len(terms)), params)
+        return list(cursor.fetchone())
+
+
+def _postgres_ranked(conversation_id, terms: Sequence[str], context: Sequence[str], limit: int,
+                     exclude: Sequence[int], compacted_only: bool) -> Ranked:
+    """Messages holding every one of ``terms``, ranked and headlined on all of ``context``."""
+    not_in, ids = _excluding(exclude)
+    every = list(dict.fromkeys([*terms, *context]))
+    sql = (
+        "SELECT top.id, top.score, ts_headline('english', "
+        f"left(agent_sessions_message_text(top.content, top.tool_calls, top.name), {INDEXED_CHARS}), top.a, %s) "
+        "FROM (SELECT m.id, m.content, m.tool_calls, m.name, q.a, ts_rank_cd(m.search_vector, q.a, 1) AS score "
+        f"FROM {Message._meta.db_table} AS m JOIN {Session._meta.db_table} AS ss ON ss.id = m.session_id, "
+        f"(SELECT ({_pg_query(terms)}) AS q, ({_pg_query(every, '||')}) AS a) AS q "
+        f"WHERE m.conversation_id = %s AND m.search_vector @@ q.q AND NOT m.is_summary"
+        f"{_compacted(compacted_only)}{not_in} "
+        "ORDER BY score DESC, m.id DESC LIMIT %s) AS top ORDER BY top.score DESC, top.id DESC"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [_HEADLINE_OPTIONS, *terms, *every, _db_conversation_id(conversation_id), *ids, limit])
+        return [(row[0], float(row[1]), row[2] or "") for row in cursor.fetchall()]
+
+
+@dataclass(frozen=True)
+class Backend:
+    counts: Callable[..., list[int]]  # (conversation_id, terms): each term's count, capped, in one query
+    ranked: Callable[..., Ranked]
+
+
+BACKENDS = {"sqlite": Backend(_sqlite_counts, _sqlite_ranked),
+            "postgresql": Backend(_postgres_counts, _postgres_ranked)}

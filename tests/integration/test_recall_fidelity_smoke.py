@@ -1,0 +1,36 @@
+"""The fidelity benchmark runs end to end in its quick mode: one small conversation through the real
+agent loop with each engine, every fact scored, the exam's code driven by the simulator, the
+recall tools timed on SQLite (and PostgreSQL when a server answers), the table printed. Whether
+the targets are met is the benchmark's report, not a test."""
+from __future__ import annotations
+
+import pytest
+
+from bench import fidelity
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_quick_run_scores_every_fact_and_prints_the_table(transactional_db, capsys):
+    result = fidelity.main(["--quick", "--jobs", "1", "--exam", "simulator", "--latency-messages", "400"])
+    out = capsys.readouterr().out
+
+    runs = {r.engine: r for r in result["runs"]}
+    assert set(runs) == set(fidelity.ENGINES)
+    for run in runs.values():
+        assert run.failed_turns == 0 and run.compactions >= 1
+        assert len(run.closed) == len(run.opened) == run.facts == fidelity.QUICK["facts"]
+        assert 0 < run.context_tokens < run.uncompacted_tokens
+        assert run.exam["asked"] == run.facts and run.exam["input_tokens"] > 0
+    # Open-book adds the search to closed-book for lcm; the compressor has no tools to add.
+    lcm, compressor = runs["lcm"], runs["compressor"]
+    assert all(o or not c for c, o in zip(lcm.closed, lcm.opened))
+    assert compressor.opened == compressor.closed and compressor.search_ms == []
+    assert len(lcm.search_ms) == lcm.facts
+
+    sqlite = result["latency"][0]
+    assert sqlite["backend"] == "SQLite" and sqlite["messages"] == 400 and sqlite["search_p50"] > 0
+    assert len(result["latency"]) == 2  # PostgreSQL: measured, or the reason it was not
+    for line in ("Fidelity after compaction", "coding       compressor", "coding       lcm", "Recall tools at 400",
+                 "Target lcm open-book"):
+        assert line in out
