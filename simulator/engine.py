@@ -344,6 +344,10 @@ class Simulator:
             "output_tokens_details": None,
             "speed": None,
         }
+        if fault is not None and fault.name == "no_usage":
+            # A server that reports no prompt usage (as some OpenAI-compatible ones do).
+            usage.update(input_tokens=0, cache_creation_input_tokens=0, cache_read_input_tokens=0,
+                         cache_creation={"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0})
         message = {
             "id": self._next_id("msg"),
             "type": "message",

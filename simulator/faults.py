@@ -20,6 +20,7 @@ Names and args:
   midstream        200, then an `event: error` (overloaded_error) after the first text delta
   slow[=s]         every SSE event delayed by s seconds (default 0.05)
   empty_summary    a compression prompt gets an empty answer (other requests are unaffected)
+  no_usage         200 as usual, but the usage reports no prompt tokens
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import threading
 from dataclasses import dataclass
 
 FAULT_NAMES = frozenset(
-    {"overflow", "overflow_turn", "413", "429", "long_context", "500", "529", "401", "midstream", "slow",
+    {"overflow", "overflow_turn", "no_usage", "413", "429", "long_context", "500", "529", "401", "midstream", "slow",
      "empty_summary"}
 )
 FAULT_HEADER = "x-sim-fault"

@@ -291,7 +291,12 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
     cfg = runtime.current_config()
     engine_tools = _engine_tool_schemas(runtime.engine_build(conversation=conversation,
                                                              session=session_active(conversation), cfg=cfg))
-    tools = tool_schemas(terminal_enabled=cfg.agent.terminal_enabled) + engine_tools
+    workspace_tools = tool_schemas(terminal_enabled=cfg.agent.terminal_enabled)
+    taken = {t["name"] for t in workspace_tools}
+    for clash in [t["name"] for t in engine_tools if t["name"] in taken]:
+        log.warning("context engine tool %r has the name of a workspace tool; it is not offered", clash)
+    engine_tools = [t for t in engine_tools if t["name"] not in taken]  # the API refuses duplicate names
+    tools = workspace_tools + engine_tools
     engine_tool_names = {t["name"] for t in engine_tools}
     provider = runtime.main_provider(conversation, cfg)
     if cfg.compression.enabled:

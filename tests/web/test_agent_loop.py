@@ -315,3 +315,25 @@ def test_the_gauge_right_after_a_compaction_shows_the_events_figure(alice, conve
     assert event.status == "compressed"
     g = gauge(conversation)
     assert (g["source"], g["tokens"]) == ("estimated", event.tokens_after)
+
+
+@pytest.mark.django_db
+def test_a_response_without_usage_is_judged_on_the_rough_estimate(alice, conversation, sim,
+                                                                  django_capture_on_commit_callbacks):
+    # Over the threshold in what will be sent next, but the provider reports no prompt tokens: the
+    # post-response check must not read that as 0 (SPEC §5.3). The 200K model with threshold 0.1
+    # (floored to 64,000) puts ~68K real tokens over the threshold and well under hygiene's 85 %.
+    conversation.model = "sim-claude-200k"
+    conversation.save()
+    settings_store.save_group("compression", {"threshold": 0.1})
+    fill_history(conversation, 110, size=300)
+    session = session_active(conversation)
+    session.engine_state = {**(session.engine_state or {}), "awaiting_real_usage": True}
+    session.save(update_fields=["engine_state"])  # the preflight defers to real usage
+    conversation.workspace.mkdir(parents=True, exist_ok=True)
+    (conversation.workspace / "notes.txt").write_text("a note\n")
+    sim.sim.faults.push(parse_fault("no_usage"), 2)
+    turn = submit(alice, conversation, "read notes.txt", django_capture_on_commit_callbacks)
+    assert turn.status == "done", turn.error
+    assert not CompressionEvent.objects.filter(conversation=conversation, trigger__in=("hygiene", "preflight")).exists()
+    assert CompressionEvent.objects.filter(conversation=conversation, trigger="post_response").exists()
