@@ -147,8 +147,11 @@ HERMES_SIMULATOR_PORT = env_int("HERMES_SIMULATOR_PORT", 8765, minimum=1, maximu
 HERMES_SIMULATOR_URL = env_str("HERMES_SIMULATOR_URL", f"http://127.0.0.1:{HERMES_SIMULATOR_PORT}")
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 HERMES_METRICS_TOKEN = env_str("HERMES_METRICS_TOKEN")
-HERMES_COMPRESSION_LOCK_TTL = env_int("HERMES_COMPRESSION_LOCK_TTL", 300, minimum=1)
-HERMES_TURN_LOCK_TTL = env_int("HERMES_TURN_LOCK_TTL", 600, minimum=1)
+# Leases are short and kept alive by a heartbeat while their work runs: a killed worker's turn or
+# compression is closed by the sweep within one lease and one sweep interval.
+HERMES_COMPRESSION_LOCK_TTL = env_int("HERMES_COMPRESSION_LOCK_TTL", 30, minimum=1)
+HERMES_TURN_LOCK_TTL = env_int("HERMES_TURN_LOCK_TTL", 30, minimum=1)
+HERMES_SWEEP_INTERVAL = env_int("HERMES_SWEEP_INTERVAL", 10, minimum=0)  # seconds; 0: no sweep
 
 LOGGING = {
     "version": 1,

@@ -44,3 +44,12 @@ def compression_run(self, event_id: int, holder: str, force: bool = False) -> di
     except ConversationBusy:
         raise self.retry(countdown=1) from None
     return {"event": outcome.event.id, "status": outcome.event.status}
+
+
+@shared_task(name="sessions.tasks.stale_sweep")
+def stale_sweep() -> dict:
+    """One pass of the stale-work sweep (every worker also runs one every HERMES_SWEEP_INTERVAL
+    seconds on its own; this is for operators and schedulers)."""
+    from sessions.services.sweep import sweep_once
+
+    return sweep_once().as_dict()

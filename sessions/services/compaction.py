@@ -22,7 +22,7 @@ from django.db.models import Sum
 from django.dispatch import Signal
 from django.utils import timezone
 
-from compression.core.compressor import REASON_SUMMARY_FAILED
+from compression.core.compressor_state import REASON_SUMMARY_FAILED
 from compression.core.markers import SUMMARY_KEY
 from compression.core.summary import SummariserUnavailable, SummaryResult, summary_max_tokens
 from llm.models import get_model
@@ -41,7 +41,14 @@ log = logging.getLogger(__name__)
 pre_compress = Signal()
 
 def lock_ttl() -> float:
-    return float(getattr(settings, "HERMES_COMPRESSION_LOCK_TTL", 300))
+    """Seconds a compression lease lives without a refresh (the heartbeat refreshes it every
+    third of that while the job runs; a killed worker's job is closed one lease later)."""
+    return float(getattr(settings, "HERMES_COMPRESSION_LOCK_TTL", 30))
+
+
+# Why an event left queued or running by a worker that stopped was closed: the persist
+# transaction never committed, so the session is exactly as it was.
+INTERRUPTED = "interrupted: the worker stopped; nothing was changed"
 
 
 class ConversationBusy(Exception):
@@ -173,12 +180,48 @@ def _skipped(conversation: Conversation, session: Session, trigger: str, focus_t
     return event
 
 
-def _close_interrupted(conversation: Conversation) -> None:
-    """Events left "running" by a worker that died: only called while holding the lock, so no
-    other compression of this conversation is running."""
-    CompressionEvent.objects.filter(conversation=conversation, status__in=("queued", "running")).update(
-        status="failed", phase="done", reason="interrupted: the worker stopped; nothing was changed",
-        finished_at=timezone.now())
+def _close_interrupted(conversation: Conversation | None = None, *, ids=None) -> int:
+    """Events left queued or running by a worker that died (all of the conversation's, or those
+    `ids`): only called while holding the lock, so no other compression of it is running."""
+    events = CompressionEvent.objects.filter(status__in=("queued", "running"))
+    events = events.filter(conversation=conversation) if ids is None else events.filter(id__in=ids)
+    return events.update(status="failed", phase="done", reason=INTERRUPTED, finished_at=timezone.now())
+
+
+def compression_recover(*, conversation_id, rerun: bool = True) -> dict:
+    """Compression events of a conversation left queued or running with no live lease (the worker
+    that held it stopped): a running one is closed as failed, "interrupted" (its persist never
+    committed, so nothing changed); the newest queued one, which never started, is queued again
+    under a new lease when `rerun` (the broker is reachable), or left queued for a later pass.
+    Open pages are told. Returns {"closed": [ids], "requeued": id or None}; nothing is done while
+    someone holds the lease."""
+    holder = lock_acquire(conversation_id=conversation_id, kind=COMPRESSION_LOCK, ttl=lock_ttl())
+    if holder is None:
+        return {"closed": [], "requeued": None}
+    requeued = None
+    try:
+        events = list(CompressionEvent.objects.filter(conversation_id=conversation_id,
+                                                      status__in=("queued", "running")).order_by("id"))
+        queued = [e for e in events if e.status == "queued"]
+        again = queued[-1] if rerun and queued else None
+        closed = [e.id for e in events if e is not again and (e.status == "running" or again is not None)]
+        if closed:
+            _close_interrupted(ids=closed)
+            log.warning("compression events %s of conversation %s were interrupted (their worker stopped)",
+                        closed, conversation_id)
+            event = CompressionEvent.objects.select_related("conversation").get(id=closed[-1])
+            live.compression_finished(event)  # re-renders the whole feed: every closed event shows
+        if again is not None:
+            # The job keeps this lease; a copy of it still waiting in the broker finds the lease
+            # taken and leaves the event to this one. A manual request ignores the cooldown.
+            compression_run_task.si(again.id, holder, again.trigger == "manual").apply_async()
+            requeued = again.id
+            log.warning("compression event %s of conversation %s was queued again (its job was lost)",
+                        again.id, conversation_id)
+    finally:
+        if requeued is None:
+            lock_release(conversation_id=conversation_id, kind=COMPRESSION_LOCK, holder=holder)
+    return {"closed": closed, "requeued": requeued}
 
 
 MANUAL_DEBOUNCE_SECONDS = 15
@@ -228,10 +271,12 @@ def compression_job_run(*, event_id: int, holder: str, force: bool = False) -> O
     event = CompressionEvent.objects.select_related("conversation").get(id=event_id)
     conversation = event.conversation
     session = session_active(conversation)
+    if event.status != "queued":
+        # A second delivery of a job that ran, or an event closed meanwhile: nothing to do.
+        return Outcome(event=event, session=session)
     if not lock_refresh(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder, ttl=lock_ttl()):
-        # The lease expired while queued and someone else took it.
-        CompressionEvent.objects.filter(id=event_id).update(status="skipped", reason="already compressing",
-                                                            phase="done", finished_at=timezone.now())
+        # The lease expired while the job waited and another holder took it: the sweep queued the
+        # job again under its own lease, or another compression closed this event. Theirs now.
         return Outcome(event=CompressionEvent.objects.get(id=event_id), session=session)
     turn_holder = lock_acquire(conversation_id=conversation.id, kind=TURN_LOCK, ttl=lock_ttl())
     if turn_holder is None:
@@ -240,7 +285,9 @@ def compression_job_run(*, event_id: int, holder: str, force: bool = False) -> O
     event.save(update_fields=["session", "status", "phase", "started_at"])
     live.compression_progress(event)
     try:
-        return _compress(conversation=conversation, session=session, event=event, holder=holder, force=force)
+        # The turn lease is held for the whole job (no turn rotates under it) and kept alive too.
+        with lease_kept(conversation_id=conversation.id, kind=TURN_LOCK, holder=turn_holder, ttl=lock_ttl()):
+            return _compress(conversation=conversation, session=session, event=event, holder=holder, force=force)
     finally:
         lock_release(conversation_id=conversation.id, kind=TURN_LOCK, holder=turn_holder)
 
@@ -311,12 +358,17 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
         event.status = "failed"
         event.reason = f"{type(exc).__name__}: {exc}"[:2000]
     finally:
-        lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
-        event.cost = _summariser_cost(conversation, session_ids={event.session_id, session.id}, since=event.started_at)
-        event.phase = "done"
-        event.duration_ms = int((time.monotonic() - started) * 1000)
-        event.finished_at = timezone.now()
-        event.save()
+        try:
+            event.cost = _summariser_cost(conversation, session_ids={event.session_id, session.id},
+                                          since=event.started_at)
+            event.phase = "done"
+            event.duration_ms = int((time.monotonic() - started) * 1000)
+            event.finished_at = timezone.now()
+            event.save()
+        finally:
+            # Released once the event is closed: a running event without a live lease is one
+            # whose worker stopped (the sweep closes those).
+            lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
     live.compression_finished(event)
     return Outcome(event=event, session=session)
 

@@ -1,8 +1,12 @@
 """Leases in the database: acquired atomically, refreshed while held, expiring on their own when a
-holder dies (a SIGKILLed worker blocks a conversation for at most one lease)."""
+holder dies (a SIGKILLed worker blocks a conversation for at most one lease, about 30 s).
+
+A lease is short and kept alive by a heartbeat (`lease_kept`) while its work runs; the stale-work
+sweep (`sessions.services.sweep`) treats an expired lease as a holder that died."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 from datetime import timedelta
@@ -11,6 +15,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from sessions.models import ConversationLock
+
+log = logging.getLogger(__name__)
 
 # The kinds of lease: one running turn and one running compression per conversation.
 TURN_LOCK = "turn"
@@ -45,25 +51,51 @@ def lock_release(*, conversation_id, kind: str, holder: str) -> None:
     ConversationLock.objects.filter(conversation_id=conversation_id, kind=kind, holder=holder).delete()
 
 
+def lease_live(*, conversation_id, kind: str) -> bool:
+    """True while someone holds an unexpired lease of this kind on the conversation."""
+    return ConversationLock.objects.filter(conversation_id=conversation_id, kind=kind,
+                                           expires_at__gt=timezone.now()).exists()
+
+
+class Lease:
+    """What `lease_kept` yields: `lost` is set once a refresh finds the lease taken by another
+    holder (it had expired), so the work it guarded is no longer exclusive."""
+
+    def __init__(self) -> None:
+        self.lost = threading.Event()
+
+
 @contextlib.contextmanager
 def lease_kept(*, conversation_id, kind: str, holder: str, ttl: float):
-    """Refresh a held lease every ttl/3 seconds from a background thread while the block runs
-    (a long summariser call must not let the lease lapse; a killed worker stops refreshing)."""
+    """Refresh a held lease every ttl/3 seconds from a background thread while the block runs, so
+    a long model or summariser call never lets it lapse while a killed worker stops refreshing and
+    its lease expires within `ttl`. A refresh that fails (the database busy or away for a moment)
+    is tried again at the next beat; the lease survives two missed beats."""
     from django.db import connection
 
     stop = threading.Event()
+    lease = Lease()
 
     def keep() -> None:
         try:
             while not stop.wait(ttl / 3):
-                lock_refresh(conversation_id=conversation_id, kind=kind, holder=holder, ttl=ttl)
+                try:
+                    if not lock_refresh(conversation_id=conversation_id, kind=kind, holder=holder, ttl=ttl):
+                        if not lease.lost.is_set():
+                            log.warning("the %s lease of conversation %s was taken by another holder",
+                                        kind, conversation_id)
+                        lease.lost.set()
+                except Exception:
+                    log.warning("refreshing the %s lease of conversation %s failed; trying again",
+                                kind, conversation_id, exc_info=True)
+                    connection.close()  # a broken connection is replaced at the next beat
         finally:
             connection.close()
 
     thread = threading.Thread(target=keep, daemon=True, name=f"lease-{kind}-{conversation_id}")
     thread.start()
     try:
-        yield
+        yield lease
     finally:
         stop.set()
         thread.join(timeout=5)
