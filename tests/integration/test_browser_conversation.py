@@ -84,9 +84,10 @@ def test_the_conversation_page_end_to_end(live, alice, bob):
         page.wait_for_selector("[data-role=tool] >> text=read_file", timeout=30_000)
         wait_turn(Turn.objects.filter(conversation=conversation).latest("id"))
 
-        # Push the context past the threshold: a long history, then a large tool result.
+        # Push the context near the threshold (as the gauge counts it: stored per-message counts),
+        # then past it with a large tool result.
         session = session_active(conversation)
-        for i in range(36):
+        for i in range(70):
             message_append(session=session, role="user", content=f"About module {i}: " + "requirement " * 300)
             message_append(session=session, role="assistant", content=f"Module {i} plan: " + "decision " * 300)
         session.last_prompt_tokens = 0  # the seeded rows were never sent: the gauge estimates
