@@ -87,9 +87,9 @@ def test_the_conversation_page_end_to_end(live, alice, bob):
         # Push the context near the threshold (as the gauge counts it: stored per-message counts),
         # then past it with a large tool result.
         session = session_active(conversation)
-        for i in range(70):
-            message_append(session=session, role="user", content=f"About module {i}: " + "requirement " * 300)
-            message_append(session=session, role="assistant", content=f"Module {i} plan: " + "decision " * 300)
+        for i in range(36):
+            message_append(session=session, role="user", content=f"About module {i}: " + "requirement " * 600)
+            message_append(session=session, role="assistant", content=f"Module {i} plan: " + "decision " * 600)
         session.last_prompt_tokens = 0  # the seeded rows were never sent: the gauge estimates
         session.save(update_fields=["last_prompt_tokens"])
         (conversation.workspace / "build.log").write_text(LOG)
