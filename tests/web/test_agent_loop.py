@@ -10,25 +10,12 @@ from sessions.models import ApiCall, CompressionEvent, Conversation, Message, Tu
 from sessions.services.compaction import compression_inline
 from sessions.services.context import context_messages, message_append, session_active, session_start
 from sessions.services.turns import TurnRejected, turn_submit
-from simulator import parse_fault, start_simulator
-
-
-@pytest.fixture(scope="module")
-def sim():
-    server = start_simulator()
-    yield server
-    server.stop()
+from simulator import parse_fault
 
 
 @pytest.fixture(autouse=True)
-def _wiring(sim, settings):
-    from hermes_web.celery import app
-
-    settings.HERMES_SIMULATOR_URL = sim.base_url
-    sim.sim.reset()
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
+def _wiring(eager_simulator):
+    """Every test here talks to the shared simulator (tests/web/conftest.py)."""
 
 
 @pytest.fixture

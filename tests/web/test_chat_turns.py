@@ -15,28 +15,15 @@ from sessions.services import turns as turns_service
 from sessions.services.context import context_messages, session_active, session_start
 from sessions.services.turns import TurnRejected, turn_cancel, turn_edit, turn_regenerate, turn_retry, turn_submit
 from sessions.transcript import transcript, turns_shown
-from simulator import parse_fault, start_simulator
+from simulator import parse_fault
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(scope="module")
-def sim():
-    server = start_simulator()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(autouse=True)
-def _wiring(sim, settings):
-    from hermes_web.celery import app
-
-    settings.HERMES_SIMULATOR_URL = sim.base_url
-    sim.sim.reset()
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
+def _wiring(eager_simulator):
+    """Every test here talks to the shared simulator (tests/web/conftest.py)."""
 
 
 @pytest.fixture

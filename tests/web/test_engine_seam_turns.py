@@ -9,7 +9,7 @@ from compression import settings_store
 from compression.core.base import CompressionResult, ContextEngine
 from compression.core.registry import register_context_engine, reset_registry
 from sessions.models import Message, Turn
-from tests.web.test_agent_loop import _wiring, conversation, fill_history, sim, submit  # noqa: F401
+from tests.web.test_agent_loop import conversation, fill_history, submit  # noqa: F401
 
 
 class FourMembers(ContextEngine):
@@ -42,6 +42,11 @@ class WithATool(FourMembers):
     def handle_tool_call(self, name, args, **ctx):
         WithATool.calls.append((name, args, len(ctx.get("messages") or [])))
         return f"engine store: {args.get('query')} -> the launch code is 7781"
+
+
+@pytest.fixture(autouse=True)
+def _wiring(eager_simulator):
+    """Every test here talks to the shared simulator (tests/web/conftest.py)."""
 
 
 @pytest.fixture

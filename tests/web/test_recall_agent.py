@@ -15,7 +15,6 @@ from compression.core.tokens import count_tokens
 from sessions.models import CompressionEvent, Conversation, Message
 from sessions.services.context import context_messages, message_append, session_active, session_start
 from sessions.services.turns import turn_submit
-from simulator import start_simulator
 from simulator.policy import PROJECT_TOOLS, respond
 
 from .test_recall_index import index_after_migrate  # noqa: F401  (module fixture: the index objects exist)
@@ -23,22 +22,9 @@ from .test_recall_index import index_after_migrate  # noqa: F401  (module fixtur
 FACT = "The Lisbon offsite budget is 42,500 EUR, approved by finance."
 
 
-@pytest.fixture(scope="module")
-def sim():
-    server = start_simulator()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(autouse=True)
-def _wiring(sim, settings):
-    from hermes_web.celery import app
-
-    settings.HERMES_SIMULATOR_URL = sim.base_url
-    sim.sim.reset()
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
+def _wiring(eager_simulator):
+    """Every test here talks to the shared simulator (tests/web/conftest.py)."""
 
 
 def tools(*names):

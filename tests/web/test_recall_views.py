@@ -16,7 +16,6 @@ from sessions.models import CompressionEvent, Conversation, Message
 from sessions.services.context import context_messages, message_append, session_active, session_start
 from sessions.services.locks import COMPRESSION_LOCK, lock_acquire
 from sessions.services.recall_edit import EDITED_MARK, EDITED_REASON, PREVIEWED_REASON
-from simulator import start_simulator
 
 from .test_recall_index import index_after_migrate  # noqa: F401  (module fixture: the index objects exist)
 
@@ -25,17 +24,9 @@ pytestmark = pytest.mark.django_db
 FACT = "The staging gateway listens on port 8443 behind the blue load balancer."
 
 
-@pytest.fixture(scope="module")
-def sim():
-    server = start_simulator()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(autouse=True)
-def _wiring(sim, settings):
-    settings.HERMES_SIMULATOR_URL = sim.base_url
-    sim.sim.reset()
+def _wiring(simulator_wired):
+    """Every test here talks to the shared simulator (tests/web/conftest.py)."""
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from sessions.events import group_name
 from sessions.models import CompressionEvent, Conversation, ConversationLock, Message, Turn
 from sessions.services import compaction, locks, sweep
 from sessions.services.context import message_append, session_active, session_start
-from simulator import start_simulator
 
 
 class Broker:
@@ -50,24 +49,11 @@ class Broker:
         return int(self.keys.pop(key, None) is not None)
 
 
-@pytest.fixture(scope="module")
-def sim():
-    server = start_simulator()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(autouse=True)
-def _wiring(sim, settings):
-    from hermes_web.celery import app
-
-    settings.HERMES_SIMULATOR_URL = sim.base_url
+def _wiring(eager_simulator, settings):
+    """The shared simulator (tests/web/conftest.py), and the 30 s leases the sweep is built for."""
     settings.HERMES_TURN_LOCK_TTL = 30
     settings.HERMES_COMPRESSION_LOCK_TTL = 30
-    sim.sim.reset()
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 @pytest.fixture
