@@ -8,6 +8,8 @@
 // - The transcript follows new text only while the reader is at its bottom.
 // - Notices can be dismissed; code blocks get a copy button; running compressions show their
 //   elapsed time; a cancelled queued message returns to an empty composer.
+// - What the reader opened (a summary, a tool result) stays open when the server re-renders the
+//   part of the page it is in (every socket (re)connect re-sends the transcript).
 (function () {
   "use strict";
 
@@ -144,6 +146,35 @@
     if (el) { following = atBottom(el); }
   });
   document.body.addEventListener("htmx:wsAfterMessage", follow);
+
+  // ---- keep what the reader opened ----------------------------------------------------------
+
+  // A <details> is known by the nearest element with an id around it (or itself) and its place
+  // among that element's <details>: the same key finds its twin in the fragment about to land.
+  function detailsKey(d) {
+    var owner = d.id ? d : d.parentElement && d.parentElement.closest("[id]");
+    if (!owner) { return null; }
+    var index = owner === d ? 0 : Array.prototype.indexOf.call(owner.querySelectorAll("details"), d);
+    return { id: owner.id, index: index, self: owner === d };
+  }
+
+  function twinOf(fragment, key) {
+    var owner = fragment.querySelector("[id='" + key.id.replace(/'/g, "") + "']");
+    if (!owner) { return null; }
+    return key.self ? owner : owner.querySelectorAll("details")[key.index] || null;
+  }
+
+  document.body.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var target = e.detail.target, fragment = e.detail.fragment;
+    if (!target || !fragment || !fragment.querySelector) { return; }
+    var open = target.matches("details[open]") ? [target] : [];
+    target.querySelectorAll("details[open]").forEach(function (d) { open.push(d); });
+    open.forEach(function (d) {
+      var key = detailsKey(d);
+      var twin = key && twinOf(fragment, key);
+      if (twin && twin.tagName === "DETAILS") { twin.open = true; }
+    });
+  });
 
   // ---- copy buttons on code blocks --------------------------------------------------------
 

@@ -73,6 +73,14 @@ def test_preview_edit_commit_then_find_the_compacted_fact(live, alice):
         divider.locator("summary").click()
         assert EDITED_MARK in divider.inner_text() and "answer briefly" in divider.inner_text()
 
+        # A socket (re)connect re-sends the whole transcript: the summary the reader opened stays open.
+        open_socket(page)
+        page.evaluate("() => { document.getElementById('transcript').dataset.before = '1'; "
+                      "document.querySelector('[ws-connect]')['htmx-internal-data'].webSocket.init(); }")
+        page.wait_for_function("() => !document.getElementById('transcript').dataset.before", timeout=30_000)
+        assert divider.locator("details").get_attribute("open") is not None
+        assert "answer briefly" in divider.inner_text()
+
         # Another preview, cancelled: nothing changes.
         page.click("#compress-preview-button")
         page.wait_for_selector("#compress-cancel", timeout=60_000)
