@@ -30,6 +30,7 @@ from sessions import live
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
 from sessions.services import runtime
 from sessions.services.context import context_messages, context_rows, message_append, session_active
+from sessions.services.enqueue import enqueue_fast
 from sessions.services.locks import COMPRESSION_LOCK, TURN_LOCK, lease_kept, lock_acquire, lock_refresh, lock_release
 from sessions.services.usage import usage_record
 from sessions.tasks import agent_turn_run as agent_turn_run_task
@@ -248,18 +249,21 @@ def compression_request(*, conversation_id, trigger: str, focus_topic: str | Non
         holder = None
     if holder is None:
         if then_turn is not None:
-            transaction.on_commit(lambda: agent_turn_run_task.delay(then_turn))
+            transaction.on_commit(lambda: enqueue_fast(agent_turn_run_task.si(then_turn), what=f"turn {then_turn}"))
         return _skipped(conversation, session, trigger, focus_topic)
     event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
                                             status="queued", phase="queued", focus_topic=focus_topic or "")
-    live.compression_progress(event)
+    # Not stored: whether a worker was handed the job (False when the broker could not be reached;
+    # the event then stays queued and the sweep hands it over, and its turn, once the broker is back).
+    event.handed_to_worker = True
 
     def enqueue() -> None:
         job = compression_run_task.si(event.id, holder, force)
-        if then_turn is None:
-            job.apply_async()
-        else:
-            (job | agent_turn_run_task.si(then_turn)).apply_async()
+        if then_turn is not None:
+            job = job | agent_turn_run_task.si(then_turn)
+        event.handed_to_worker = enqueue_fast(job, what=f"compression event {event.id}")
+        if event.handed_to_worker:  # the same Redis carries the live pushes: skip them when it is away
+            live.compression_progress(event)
 
     transaction.on_commit(enqueue)
     return event
@@ -308,10 +312,20 @@ def compression_inline(*, conversation_id, trigger: str, focus_topic: str | None
                      in_place=in_place, current_tokens=current_tokens)
 
 
+def compression_with_summariser(*, conversation: Conversation, session: Session, event: CompressionEvent,
+                                holder: str, summariser) -> Outcome:
+    """Compress now with the given summariser (a summary the user reviewed, say) instead of the
+    configured one; the caller holds both leases and made ``event`` (its ``reason`` is kept)."""
+    return _compress(conversation=conversation, session=session, event=event, holder=holder, force=True,
+                     summariser=summariser)
+
+
 def _compress(*, conversation: Conversation, session: Session, event: CompressionEvent, holder: str,
-              force: bool = False, in_place: bool | None = None, current_tokens: int | None = None) -> Outcome:
+              force: bool = False, in_place: bool | None = None, current_tokens: int | None = None,
+              summariser=None) -> Outcome:
     """The shared core: build the engine with the summariser, compress, persist, record the event;
-    always releases the compression lock and closes the event."""
+    always releases the compression lock and closes the event. A given ``summariser`` is used as
+    it is, with no fallback; a reason already on the event leads the engine's."""
     cfg = runtime.current_config()
     focus_topic = event.focus_topic or None
     trigger = event.trigger
@@ -321,8 +335,10 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
         in_place = True if trigger == "hygiene" else (cfg.compression.in_place if in_place is None else in_place)
         event.in_place = in_place
         model_holder: dict = {}
-        summariser, fallback = _summarisers(conversation=conversation, session=session, cfg=cfg,
-                                            model_holder=model_holder)
+        fallback = None
+        if summariser is None:
+            summariser, fallback = _summarisers(conversation=conversation, session=session, cfg=cfg,
+                                                model_holder=model_holder)
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg, summariser=summariser,
                                       fallback_summariser=fallback)
         event.aux_model = model_holder.get("model", "")
@@ -336,7 +352,7 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
                 today=timezone.localdate(),
             )
         event.status = _event_status(result)
-        event.reason = result.reason or ""
+        event.reason = "; ".join(r for r in (event.reason, result.reason) if r)
         event.messages_before, event.messages_after = result.messages_before, result.messages_after
         event.tokens_before, event.tokens_after = result.tokens_before, result.tokens_after
         event.pruned_count, event.summarized_count = result.pruned_count, result.summarized_count
@@ -356,7 +372,7 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
     except Exception as exc:
         log.exception("compression of conversation %s failed", conversation.id)
         event.status = "failed"
-        event.reason = f"{type(exc).__name__}: {exc}"[:2000]
+        event.reason = "; ".join(r for r in (event.reason, f"{type(exc).__name__}: {exc}") if r)[:2000]
     finally:
         try:
             event.cost = _summariser_cost(conversation, session_ids={event.session_id, session.id},

@@ -14,17 +14,14 @@ committed unchanged is recorded as previewed.
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import dataclass, field
 
 from django.core import signing
-from django.db import transaction
 from django.utils import timezone
 
 from compression.core.lcm import split_lcm_body
 from compression.core.markers import is_summary_message, strip_summary_wrapping
 from compression.core.summary import SummaryResult
-from sessions import live
 from sessions.models import CompressionEvent, Conversation, Session
 from sessions.services import runtime
 from sessions.services.context import context_messages, context_rows, session_active
@@ -155,41 +152,13 @@ def compression_commit_edited(*, conversation: Conversation, summary: str, token
         lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
         raise EditRejected("The agent is answering right now; commit again when it has finished.")
     edited = _digest(text) != signed.get("h")
-    reason = EDITED_REASON if edited else PREVIEWED_REASON
-    cfg = runtime.current_config()
-    started = time.monotonic()
     event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger="manual",
                                             status="running", phase="starting", focus_topic=focus_topic or "",
-                                            reason=reason)
+                                            reason=EDITED_REASON if edited else PREVIEWED_REASON)
     try:
-        in_place = cfg.compression.in_place
-        event.in_place = in_place
-        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg,
-                                      summariser=_fixed(f"{EDITED_MARK}\n\n{text}" if edited else text))
-        result = engine.compress(context_messages(session), focus_topic=focus_topic, force=True,
-                                 today=timezone.localdate())
-        event.status = compaction._event_status(result)
-        event.messages_before, event.messages_after = result.messages_before, result.messages_after
-        event.tokens_before, event.tokens_after = result.tokens_before, result.tokens_after
-        event.pruned_count, event.summarized_count = result.pruned_count, result.summarized_count
-        event.summary = result.summary or ""
-        if result.compressed:
-            with transaction.atomic():
-                session = compaction._persist(conversation=conversation, session=session, result=result,
-                                              in_place=in_place, event=event)
-                runtime.engine_state_save(session=session, engine=engine)
-        else:
-            event.reason = f"{reason}; not committed: {result.reason or result.status}"
-    except Exception as exc:
-        event.status = "failed"
-        event.reason = f"{reason}; {type(exc).__name__}: {exc}"[:2000]
-        raise
+        outcome = compaction.compression_with_summariser(
+            conversation=conversation, session=session, event=event, holder=holder,
+            summariser=_fixed(f"{EDITED_MARK}\n\n{text}" if edited else text))
     finally:
-        event.phase = "done"
-        event.duration_ms = int((time.monotonic() - started) * 1000)
-        event.finished_at = timezone.now()
-        event.save()
         lock_release(conversation_id=conversation.id, kind=TURN_LOCK, holder=turn_holder)
-        lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
-        live.compression_finished(event)
-    return event
+    return outcome.event

@@ -1,16 +1,20 @@
 """A send while Redis is down (the broker and the channel layer both away): the page answers
 within 2 s with a notice that the message is saved, never a 500; the turn row stays queued, and
-once Redis is back the stored turn runs when a worker is handed it (as the stale-work sweep does)."""
+once Redis is back the stored turn runs when a worker is handed it (as the stale-work sweep does).
+A compression requested while Redis is down is the same: asked in under 2 s, left queued, and run
+by the worker's own sweep once Redis is back."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from sessions.models import Message, Turn
+from sessions.models import CompressionEvent, Message, Turn
+from sessions.services.compaction import compression_request
+from sessions.services.context import message_append, session_active
 from sessions.tasks import agent_turn_run
 from tests.browser import browser
-from tests.integration.helpers import make_conversation, sim_control, wait_turn
+from tests.integration.helpers import make_conversation, sim_control, wait_for, wait_turn
 from tests.integration.test_browser_conversation import login, open_socket
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -62,3 +66,26 @@ def test_a_send_while_redis_is_down_answers_fast_and_the_turn_runs_later(live, a
     assert turn.status == "done", turn.error
     reply = Message.objects.filter(conversation=conversation, role="assistant").get()
     assert reply.content.startswith('You said: "a question sent while the queue is down"')
+
+
+def test_a_compression_asked_while_redis_is_down_answers_fast_and_runs_later(live, alice):
+    conversation = make_conversation(alice)
+    session = session_active(conversation)
+    for i in range(12):
+        message_append(session=session, role="user" if i % 2 == 0 else "assistant",
+                       content=f"Message {i}: " + "words about the gateway " * 40)
+    live.kill("redis")
+    started = time.monotonic()
+    event = compression_request(conversation_id=conversation.id, trigger="manual", force=True)
+    asked = time.monotonic() - started
+    assert asked < 2.0, f"the request took {asked:.2f}s"
+    assert event.handed_to_worker is False
+    event.refresh_from_db()
+    assert event.status == "queued"
+    print(f"\ncompression asked with Redis down in {asked:.2f}s")
+
+    live.start_redis()
+    # Nobody re-sends it: the worker's sweep finds the queued event once its lease has lapsed.
+    done = wait_for(lambda: CompressionEvent.objects.filter(id=event.id, status="compressed").first(),
+                    timeout=120, interval=0.5, what="the queued compression to run")
+    assert done.messages_after < done.messages_before

@@ -176,3 +176,28 @@ def test_a_commit_while_another_compression_runs_is_refused(signed_in, conversat
     status, html = refused(signed_in, conversation, token)
     assert status == 409 and "already running" in html and "mine, keep me" in html
     assert not CompressionEvent.objects.exists()
+
+
+def test_a_commit_that_fails_while_persisting_changes_nothing_and_says_so(signed_in, conversation, monkeypatch):
+    from sessions.services import compaction
+    from sessions.services.locks import TURN_LOCK
+
+    long_history(conversation)
+    session = session_active(conversation)
+    before = context_messages(session)
+    token = form_value(preview(signed_in, conversation).content.decode(), "token")
+
+    def disk_full(**kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(compaction, "_persist", disk_full)  # the fault: the write itself fails
+    answer = signed_in.post(reverse("compress-commit", args=[conversation.id]),
+                            {"summary": "## Goal\nKeep the gateway on port 8443.", "token": token}, follow=True)
+    assert answer.status_code == 200
+    event = CompressionEvent.objects.get(conversation=conversation)
+    assert event.status == "failed" and event.reason.startswith(EDITED_REASON)
+    assert "No space left on device" in event.reason and "Nothing was compressed" in answer.content.decode()
+    assert context_messages(session_active(conversation)) == before and session_active(conversation).id == session.id
+    # Both leases were given back: the next compression may run.
+    for kind in (COMPRESSION_LOCK, TURN_LOCK):
+        assert lock_acquire(conversation_id=conversation.id, kind=kind, ttl=60)
