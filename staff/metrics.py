@@ -46,7 +46,7 @@ def families(snapshot: dict) -> Iterator[Metric]:
         for trigger in TRIGGERS:
             counts.setdefault((status, trigger), 0)
     compressions = CounterMetricFamily(
-        "hermes_compressions", "Compression events by final status and trigger (skipped = already compressing).",
+        "hermes_compressions", "Compression events by final status and trigger (skipped = already compressing, or a repeated request).",
         labels=("status", "trigger"))
     for (status, trigger), n in sorted(counts.items()):
         compressions.add_metric((status, trigger), float(n))

@@ -173,9 +173,14 @@ def _persist(*, conversation: Conversation, session: Session, result, in_place: 
     return target
 
 
-def _skipped(conversation: Conversation, session: Session, trigger: str, focus_topic: str | None) -> CompressionEvent:
+SKIPPED_BUSY = "already compressing"
+SKIPPED_REPEAT = "a repeat of the same request moments after it ran"
+
+
+def _skipped(conversation: Conversation, session: Session, trigger: str, focus_topic: str | None,
+             reason: str = SKIPPED_BUSY) -> CompressionEvent:
     event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
-                                            status="skipped", reason="already compressing",
+                                            status="skipped", reason=reason,
                                             focus_topic=focus_topic or "", finished_at=timezone.now())
     live.compression_finished(event)
     return event
@@ -243,14 +248,15 @@ def compression_request(*, conversation_id, trigger: str, focus_topic: str | Non
     holder = lock_acquire(conversation_id=conversation.id, kind=COMPRESSION_LOCK, ttl=lock_ttl())
     if holder is not None:
         _close_interrupted(conversation)
+    reason = SKIPPED_BUSY
     if holder is not None and trigger == "manual" and _just_compressed(conversation, focus_topic):
         # A double click (or twenty): the same request moments after one ran is the same request.
         lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
-        holder = None
+        holder, reason = None, SKIPPED_REPEAT
     if holder is None:
         if then_turn is not None:
             transaction.on_commit(lambda: enqueue_fast(agent_turn_run_task.si(then_turn), what=f"turn {then_turn}"))
-        return _skipped(conversation, session, trigger, focus_topic)
+        return _skipped(conversation, session, trigger, focus_topic, reason)
     event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
                                             status="queued", phase="queued", focus_topic=focus_topic or "")
     # Not stored: whether a worker was handed the job (False when the broker could not be reached;

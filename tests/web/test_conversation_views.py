@@ -120,6 +120,8 @@ def test_a_repeated_manual_request_moments_later_is_skipped(client, alice, conve
     response = client.post(url, {"text": "/compress"}, **HTMX)
     assert "taken as a double click" in response.content.decode()
     assert list(CompressionEvent.objects.order_by("id").values_list("status", flat=True)) == ["compressed", "skipped"]
+    # Recorded as a repeat, not as a clash with a running compression.
+    assert CompressionEvent.objects.get(status="skipped").reason == "a repeat of the same request moments after it ran"
     # A different focus topic is a different request.
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post(url, {"text": "/compress auth flow"}, **HTMX)
