@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "csp",
     "hermes_web.apps.HermesWebConfig",
     "compression.apps.CompressionConfig",
     "sessions.apps.AgentSessionsConfig",
@@ -66,6 +67,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "hermes_web.middleware.RequestSizeLimitMiddleware",
@@ -90,6 +92,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "hermes_web.context_processors.theme",
             ],
         },
     },
@@ -139,6 +142,39 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = PRODUCTION
 CSRF_COOKIE_SECURE = PRODUCTION
 X_FRAME_OPTIONS = "DENY"
+
+
+def _websocket_sources(hosts: list[str]) -> list[str]:
+    """ws: and wss: of the hosts this site answers to. CSP Level 3 makes 'self' match them too
+    (Chrome, Firefox, Safari 16+); older Safari needed them written out. Any port: the web process
+    runs on HERMES_PORT or behind a proxy. '*' and IPv6 literals (which a CSP source cannot
+    name) are left to 'self'."""
+    sources = []
+    for host in hosts:
+        if host == "*" or host.startswith("["):
+            continue
+        names = [host[1:], "*" + host] if host.startswith(".") else [host]  # ".example.com": it and its subdomains
+        sources += [f"{scheme}://{name}:*" for name in names for scheme in ("ws", "wss")]
+    return sources
+
+
+# The content-security policy (django-csp): scripts, styles, images, fonts and connections from
+# this site only; no inline script or style, no eval; the websocket of this host. See
+# docs/operations.md.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'", *_websocket_sources(ALLOWED_HOSTS)],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 # Project settings (HERMES_*). Runtime-editable compression settings live in the database.
 HERMES_WORKSPACES_DIR = DATA_DIR / "workspaces"

@@ -21,11 +21,14 @@ from pygments.util import ClassNotFound
 
 TAGS = {"p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",
         "h1", "h2", "h3", "h4", "h5", "h6", "a", "table", "thead", "tbody", "tr", "th", "td", "div", "span"}
-ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"style"}, "td": {"style"},
-              "div": {"class"}, "span": {"class"}, "code": {"class"}, "pre": {"class"}}
-# Table alignment is the only style markdown-it writes.
-STYLE_PROPERTIES = {"text-align"}
+ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "div": {"class"}, "span": {"class"}, "code": {"class"},
+              "pre": {"class"}}
+# A table column's alignment is a class, never a style attribute (the pages run under a
+# content-security policy without 'unsafe-inline'); static/css/hermes.css aligns them.
+ALIGN_CLASSES = {"left": "align-left", "center": "align-center", "right": "align-right"}
+CELL_VALUES = {"class": set(ALIGN_CLASSES.values())}
 _FORMATTER = HtmlFormatter(nowrap=True)
+DARK_STYLE = "github-dark"  # every token colour of it is at least 6:1 against its background
 CACHE_SIZE = 2048
 
 
@@ -49,17 +52,28 @@ def _image_as_link(self, tokens, idx, options, env) -> str:
     return f'<a href="{escapeHtml(str(token.attrGet("src") or ""))}">{alt}</a>'
 
 
+def _align_as_class(state) -> None:
+    """markdown-it writes `style="text-align:…"` on table cells: make it a class."""
+    for token in state.tokens:
+        if token.type in ("th_open", "td_open"):
+            style = str(token.attrs.pop("style", "") or "")
+            align = style.partition(":")[2].strip()
+            if align in ALIGN_CLASSES:
+                token.attrSet("class", ALIGN_CLASSES[align])
+
+
 def _parser() -> MarkdownIt:
     # `breaks`: a single newline is a line break, as chat models write and as the text streamed.
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True, "highlight": _highlight})
     md.enable(["table", "strikethrough"])
     md.add_render_rule("image", _image_as_link)
+    md.core.ruler.push("align_as_class", _align_as_class)
     return md
 
 
 _MD = _parser()
 _CLEANER = nh3.Cleaner(tags=TAGS, attributes=ATTRIBUTES, url_schemes={"http", "https", "mailto"},
-                       link_rel="noopener noreferrer", filter_style_properties=STYLE_PROPERTIES,
+                       link_rel="noopener noreferrer", tag_attribute_values={"th": CELL_VALUES, "td": CELL_VALUES},
                        set_tag_attribute_values={"a": {"target": "_blank"}})
 
 
@@ -72,5 +86,15 @@ def render_markdown(text: str) -> str:
 
 
 def pygments_css() -> str:
-    """The stylesheet of the highlighted blocks (static/css/pygments.css is generated from it)."""
-    return HtmlFormatter().get_style_defs(".markdown .highlight")
+    """The stylesheet of the highlighted blocks (static/css/pygments.css is generated from it):
+    Pygments' default style, and `DARK_STYLE` for the dark theme, chosen (data-theme="dark") or
+    followed from the system (prefers-color-scheme: dark, unless the user chose light)."""
+    light = HtmlFormatter().get_style_defs(".markdown .highlight")
+    dark = HtmlFormatter(style=DARK_STYLE)
+
+    def rules(selector: str) -> str:
+        return "\n".join(dark.get_background_style_defs([selector]) + dark.get_token_style_defs([selector]))
+
+    chosen = rules(':root[data-theme="dark"] .markdown .highlight')
+    followed = rules(':root:not([data-theme="light"]) .markdown .highlight')
+    return f"{light}\n{chosen}\n@media (prefers-color-scheme: dark) {{\n{followed}\n}}\n"

@@ -20,6 +20,7 @@ class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, default="New conversation")
+    title_manual = models.BooleanField(default=False, help_text="Set by the user: never replaced by a made title.")
     provider = models.CharField(max_length=40, default="simulator")
     model = models.CharField(max_length=100, default="sim-claude-200k")
     context_length = models.PositiveIntegerField(null=True, blank=True, help_text="Overrides the model's window.")
@@ -247,3 +248,12 @@ class UserNotice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} → {self.user}"
+
+
+class UserPreference(models.Model):
+    """What a user chose for the look of the app (the colour theme), kept with the account."""
+
+    THEMES = [("auto", "Follow the system"), ("light", "Light"), ("dark", "Dark")]
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference")
+    theme = models.CharField(max_length=10, choices=THEMES, default="auto")

@@ -21,6 +21,11 @@ CHART_BASE = 64  # y of the bars' baseline in the SVG
 BAR_WIDTH = 10
 
 
+# The level in words, so the gauge reads without its colours.
+LEVEL_LABELS = {"none": "Empty", "ok": "OK", "warn": "Nearing the compression threshold",
+                "high": "Over the compression threshold", "critical": "Critical: past gateway hygiene (85 %)"}
+
+
 def gauge_level(tokens: int, threshold: int, window: int) -> str:
     """none (nothing sent yet) · ok (< 80 % of the threshold) · warn (below the threshold) ·
     high (at the threshold, below gateway hygiene's 85 %) · critical."""
@@ -62,10 +67,11 @@ def gauge(conversation: Conversation, *, cfg=None) -> dict:
         tokens = engine.count_messages_tokens(messages) if engine else estimate_messages_tokens_rough(messages)
         source = "estimated"
     pct = min(100.0, 100.0 * tokens / window) if window else 0.0
+    level = gauge_level(tokens, threshold, window)
     return {"tokens": tokens, "source": source, "window": window, "threshold": threshold, "pct": round(pct, 1),
             "threshold_pct": round(100.0 * threshold / window, 1),
             "hygiene_pct": round(100.0 * hygiene_threshold(window) / window, 1),
-            "level": gauge_level(tokens, threshold, window),
+            "level": level, "level_label": LEVEL_LABELS[level],
             "compressions": session.compression_count, "enabled": cfg.compression.enabled,
             "conversation_id": conversation.id, "blocked": blocked, "lowered_to_aux": lowered}
 

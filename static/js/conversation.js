@@ -10,6 +10,11 @@
 //   elapsed time; a cancelled queued message returns to an empty composer.
 // - What the reader opened (a summary, a tool result) stays open when the server re-renders the
 //   part of the page it is in (every socket (re)connect re-sends the transcript).
+// - The composer has the focus when the page opens (its autofocus attribute). A finished
+//   assistant message is announced once through the polite #announcer region (the transcript is
+//   not live: it would read every streamed chunk); replies already on the page, re-sent on a
+//   reconnect, are not announced again.
+// - On phones the side panels are shown one at a time (.side-tabs); without this script they stack.
 (function () {
   "use strict";
 
@@ -69,8 +74,17 @@
 
   // ---- Esc stops ----------------------------------------------------------------------------
 
+  function popoverOpen() {
+    var open = false;
+    document.querySelectorAll("[popover]").forEach(function (p) {
+      try { open = open || p.matches(":popover-open"); } catch (err) { /* no popover support */ }
+    });
+    return open;
+  }
+
   document.addEventListener("keydown", function (e) {
     if (e.key !== "Escape" || e.isComposing) { return; }
+    if (popoverOpen()) { return; } // Esc closes the open list first
     var stop = document.getElementById("stop-button");
     if (stop && !stop.disabled) {
       e.preventDefault();
@@ -176,6 +190,51 @@
     });
   });
 
+  // ---- announce finished replies --------------------------------------------------------------
+
+  var announcer = document.getElementById("announcer");
+  var seen = {};
+  var FINISHED = "#transcript article.entry.assistant:not(.streaming)";
+
+  document.querySelectorAll(FINISHED).forEach(function (el) { seen[el.id] = true; });
+
+  function announceFinished() {
+    if (!announcer) { return; }
+    var fresh = [];
+    document.querySelectorAll(FINISHED).forEach(function (el) {
+      if (!el.id || seen[el.id]) { return; }
+      seen[el.id] = true;
+      if (!el.closest(".entry-replaced")) { fresh.push(el); }
+    });
+    if (!fresh.length) { return; }
+    var last = fresh[fresh.length - 1];
+    var body = last.querySelector(".text");
+    var text = (body ? body.textContent : "").replace(/\s+/g, " ").trim();
+    announcer.textContent = "Assistant" + (last.classList.contains("stopped") ? " (stopped)" : "") + ": " + text;
+  }
+
+  // ---- side panels, one at a time on phones ------------------------------------------------
+
+  var side = document.getElementById("side");
+  if (side) {
+    side.classList.add("tabbed");
+    side.addEventListener("click", function (e) {
+      var button = e.target.closest ? e.target.closest(".side-tabs button[data-panel]") : null;
+      if (!button) { return; }
+      side.dataset.panel = button.dataset.panel;
+      side.querySelectorAll(".side-tabs button[data-panel]").forEach(function (b) {
+        b.setAttribute("aria-pressed", b === button ? "true" : "false");
+      });
+    });
+  }
+
+  // A table or code block wider than the message scrolls by itself: reachable by keyboard too.
+  function scrollablesFocusable(root) {
+    (root || document).querySelectorAll(".markdown table, .markdown pre, .entry pre").forEach(function (el) {
+      if (!el.hasAttribute("tabindex") && el.scrollWidth > el.clientWidth + 1) { el.setAttribute("tabindex", "0"); }
+    });
+  }
+
   // ---- copy buttons on code blocks --------------------------------------------------------
 
   function addCopyButtons(root) {
@@ -205,8 +264,13 @@
   });
 
   // New entries arrive over the socket: give their code blocks buttons as they land.
-  new MutationObserver(function () { addCopyButtons(); }).observe(document.body, { childList: true, subtree: true });
+  new MutationObserver(function () {
+    addCopyButtons();
+    scrollablesFocusable();
+    announceFinished();
+  }).observe(document.body, { childList: true, subtree: true });
   addCopyButtons();
+  scrollablesFocusable();
 
   // ---- elapsed time of running compressions -----------------------------------------------
 

@@ -152,7 +152,7 @@ def test_a_saved_threshold_moves_an_open_gauges_marker(live, alice, django_user_
             tokens = compute_threshold_tokens(200_000, threshold, conversation.max_tokens)
             return f"{round(100 * tokens / 200_000, 1)}%"
 
-        assert chat.get_attribute("#threshold-marker", "style").replace(" ", "") == f"left:{marker_pct(0.5)}"
+        assert chat.get_attribute("#threshold-marker", "x") == marker_pct(0.5)
 
         admin = b.new_page()
         login(admin, base, "root", "root-password-1")
@@ -166,6 +166,6 @@ def test_a_saved_threshold_moves_an_open_gauges_marker(live, alice, django_user_
         admin.wait_for_selector(".messagelist .success")
 
         expected = marker_pct(0.6)
-        chat.wait_for_function(f"() => document.querySelector('#threshold-marker').style.left === '{expected}'",
+        chat.wait_for_function(f"() => document.querySelector('#threshold-marker').getAttribute('x') === '{expected}'",
                                timeout=15_000)
         assert int(chat.get_attribute("#gauge", "data-threshold")) == compute_threshold_tokens(200_000, 0.6, 4096)
