@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 EventKind = Literal[
     "notice", "message", "delta", "tool_call", "tool_result", "gauge", "usage",
-    "compression_progress", "compression_result", "turn_status", "error", "settings",
+    "compression_progress", "compression_result", "turn_status", "error", "settings", "title",
 ]
 
 

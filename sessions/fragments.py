@@ -96,6 +96,12 @@ def render_transcript(conversation, *, oob: bool = True, turns=None) -> str:
         "entries": transcript.transcript(conversation, turns), "queue": transcript.queue(turns), "oob": oob})
 
 
+def render_title_changed(conversation) -> str:
+    """The title in the page's heading and in the conversation's sidebar row (out of band: only
+    the text of each changes)."""
+    return render_to_string("sessions/sidebar/_title_oob.html", {"c": conversation})
+
+
 def render_live_state(conversation) -> str:
     """Everything live, re-rendered from the database (sent on every socket (re)connect)."""
     from sessions.services.runtime import current_config
@@ -105,7 +111,8 @@ def render_live_state(conversation) -> str:
     events = selectors.compression_events(conversation)
     parts = [render_gauge(conversation, cfg=cfg), render_cache_panel(conversation, cfg=cfg),
              render_to_string("sessions/_event_feed.html", {"events": events, "oob": True}),
-             render_transcript(conversation, turns=turns), render_turn_status(conversation, turns=turns, events=events)]
+             render_transcript(conversation, turns=turns), render_turn_status(conversation, turns=turns, events=events),
+             render_title_changed(conversation)]  # a title made while the socket was down
     return "\n".join(parts)
 
 

@@ -1,6 +1,6 @@
 """What the browser is told, one function per push: a message added, a streamed delta, the gauge,
 the cache panel, a turn queued, started, stopped, failed or cancelled, a compression's progress, a
-notice, and the whole live state a socket receives when it (re)connects.
+new title, a notice, and the whole live state a socket receives when it (re)connects.
 
 Services and the agent loop call these; they never render HTML themselves. Each push renders the
 same fragment the page view renders (`sessions.fragments`), so a reconnect and a push agree.
@@ -100,6 +100,12 @@ def compression_finished(event) -> None:
         broadcast(event.conversation_id, "message", fragments.render_compaction_divider(event))
         gauge_changed(event.conversation)
     broadcast(event.conversation_id, "turn_status", fragments.render_turn_status(event.conversation))
+
+
+def title_changed(conversation) -> None:
+    """The conversation's new title, in the page's heading and in the sidebar of every page open
+    on it."""
+    broadcast(conversation.id, "title", fragments.render_title_changed(conversation))
 
 
 def notice(conversation_id, text: str, *, level: str = "info") -> None:

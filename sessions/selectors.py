@@ -2,9 +2,10 @@
 Every lookup of a conversation by a user goes through the owner check here."""
 from __future__ import annotations
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.utils import timezone
 
-from sessions.models import ApiCall, CompressionEvent, Conversation, Message, Session, Turn
+from sessions.models import ApiCall, CompressionEvent, Conversation, ConversationLock, Message, Session, Turn
 
 TRANSCRIPT_LIMIT = 500
 RECENT_CALLS = 40
@@ -14,9 +15,65 @@ def conversation_get_for_user(*, user, conversation_id) -> Conversation | None:
     return Conversation.objects.filter(id=conversation_id, owner=user).first()
 
 
-def conversation_list_for_user(*, user):
-    return (Conversation.objects.filter(owner=user).order_by("-last_activity_at")
+def has_content() -> Q:
+    """A conversation with something in it: a turn (sent, even if still waiting), or a message
+    other than a transcript line such as a model switch. One without is "empty": not listed, and
+    reused by the next new conversation."""
+    return Q(Exists(Turn.objects.filter(conversation=OuterRef("pk")))) | Q(Exists(
+        Message.objects.filter(conversation=OuterRef("pk")).exclude(role="system")))
+
+
+def conversation_list_for_user(*, user, including=None):
+    """The user's conversations with something in them, newest activity first; ``including`` (a
+    conversation id) is listed even when empty (the one that is open)."""
+    listed = (has_content() | Q(id=including)) if including is not None else has_content()
+    return (Conversation.objects.filter(listed, owner=user).order_by("-last_activity_at")
             .annotate(compressions=Count("compression_events", filter=Q(compression_events__status="compressed"))))
+
+
+def conversation_is_empty(conversation: Conversation) -> bool:
+    return not Conversation.objects.filter(has_content(), pk=conversation.pk).exists()
+
+
+def conversation_newest_empty(*, user) -> Conversation | None:
+    return Conversation.objects.filter(owner=user).exclude(has_content()).order_by("-last_activity_at").first()
+
+
+def conversation_titles_matching(*, user, terms, limit: int):
+    """The user's conversations whose title holds every one of ``terms`` (case-insensitive),
+    newest first."""
+    rows = Conversation.objects.filter(owner=user)
+    for term in terms:
+        rows = rows.filter(title__icontains=term)
+    return list(rows.order_by("-last_activity_at")[:limit])
+
+
+def conversation_titles(*, user, ids) -> dict:
+    """{id: title} of those of ``ids`` that are the user's."""
+    return dict(Conversation.objects.filter(owner=user, id__in=ids).values_list("id", "title"))
+
+
+def first_exchange(conversation: Conversation) -> tuple[str, str] | None:
+    """The text of the conversation's first user message and of the first assistant reply after
+    it (None before there is both)."""
+    rows = conversation.messages.filter(visible=True, is_summary=False, role__in=("user", "assistant"))
+    first = rows.filter(role="user").order_by("id").first()
+    reply = rows.filter(role="assistant", id__gt=first.id).order_by("id").first() if first else None
+    if first is None or reply is None:
+        return None
+    return _text_of(first.content), _text_of(reply.content)
+
+
+def conversation_busy(conversation: Conversation) -> str | None:
+    """"turn" while a turn runs or waits, "compression" while a compression is queued or runs (or
+    an unexpired lease of either kind is held), else None."""
+    leases = set(ConversationLock.objects.filter(conversation=conversation, expires_at__gt=timezone.now())
+                 .values_list("kind", flat=True))
+    if "turn" in leases or conversation.turns.filter(status__in=("queued", "running")).exists():
+        return "turn"
+    if "compression" in leases or conversation.compression_events.filter(status__in=("queued", "running")).exists():
+        return "compression"
+    return None
 
 
 def _text_of(content) -> str:

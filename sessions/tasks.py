@@ -46,6 +46,15 @@ def compression_run(self, event_id: int, holder: str, force: bool = False) -> di
     return {"event": outcome.event.id, "status": outcome.event.status}
 
 
+@shared_task(name="sessions.tasks.conversation_title_make", soft_time_limit=300)
+def conversation_title_make(conversation_id: str) -> str | None:
+    """The title of a conversation after its first exchange, by the auxiliary model (queue
+    `compression`, like the summariser's calls). Best effort: no retries."""
+    from sessions.services.conversations import conversation_title_make
+
+    return conversation_title_make(conversation_id=conversation_id)
+
+
 @shared_task(name="sessions.tasks.stale_sweep")
 def stale_sweep() -> dict:
     """One pass of the stale-work sweep (every worker also runs one every HERMES_SWEEP_INTERVAL

@@ -56,18 +56,25 @@ def _model_choice(request) -> tuple[str, str]:
 
 
 @require_POST
-def conversation_create(request):
-    from sessions.services.routes import RouteUnavailable, conversation_create
+def conversation_create(request, leaving: Conversation | None = None):
+    """A new conversation, or the empty one it would replace (`/new` from `leaving`, the button:
+    the user's newest empty conversation)."""
+    from sessions.services.conversations import conversation_new
+    from sessions.services.routes import RouteUnavailable
     from sessions.services.runtime import current_config
 
     provider, model = _model_choice(request) if request.POST.get("model") else ("", "")
     try:
-        conversation = conversation_create(owner=request.user, cfg=current_config(), provider=provider, model=model)
+        conversation, _ = conversation_new(owner=request.user, cfg=current_config(), provider=provider, model=model,
+                                           leaving=leaving)
     except RouteUnavailable as exc:
         if request.htmx:
             return HttpResponse(fragments.render_to_notice(str(exc), level="error"), status=422)
         flash.error(request, str(exc))
         return redirect("home")
+    if leaving is not None and conversation.id == leaving.id:
+        return _reply(request, leaving, "This conversation is still empty, so it is the new one: write your first "
+                      "message below.")
     url = reverse("conversation", args=[conversation.id])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
@@ -99,12 +106,14 @@ def conversation_detail(request, conversation_id):
     from sessions.services.notices import codex_autoraise_notice_for
     from sessions.services.routes import route_env, routes_available
     from sessions.services.runtime import current_config
+    from sessions.views_sidebar import sidebar_context
 
     conversation = _own(request, conversation_id)
     cfg = current_config()
     turns = transcript.turns_shown(conversation)
     return render(request, "sessions/conversation.html", {
         "conversation": conversation,
+        "sidebar": sidebar_context(request, conversation, cfg=cfg),
         "route_label": route_label(conversation.provider, base_url=cfg.model.base_url, env=route_env()),
         "model_label": model_label(conversation.model),
         "routes": routes_available(cfg),
@@ -159,7 +168,7 @@ def conversation_send(request, conversation_id):
     text = request.POST.get("text", "")
     command = text.strip()
     if command == "/new":
-        return conversation_create(request)
+        return conversation_create(request, leaving=conversation)
     if command == "/compress --preview":
         return _preview(request, conversation, None)
     if command.startswith("/compress --preview "):
@@ -254,15 +263,18 @@ def _compress(request, conversation: Conversation, topic: str | None):
                       level="warning")
     event = compression_request(conversation_id=conversation.id, trigger="manual", focus_topic=topic, force=True)
     if event.status == "skipped":
-        from sessions.services.compaction import MANUAL_DEBOUNCE_SECONDS
+        from sessions.services.compaction import MANUAL_DEBOUNCE_SECONDS, SKIPPED_REPEAT
 
-        if conversation.compression_events.filter(status__in=("queued", "running")).exclude(id=event.id).exists():
-            text = "A compression is already running for this conversation; its progress is in the event feed."
-        else:
+        if event.reason == SKIPPED_REPEAT:
             text = (f"This compression ran moments ago: the same request within {MANUAL_DEBOUNCE_SECONDS} s is taken "
                     "as a double click, so nothing new was queued.")
+        else:
+            text = "A compression is already running for this conversation; its progress is in the event feed."
         return _reply(request, conversation, text, level="warning")
     what = f" focusing on “{topic}”" if topic else ""
+    if not getattr(event, "handed_to_worker", True):
+        return _reply(request, conversation, f"Compression queued{what}, but the task queue cannot be reached right "
+                      "now: it runs as soon as the queue is back; there is no need to ask again.", level="warning")
     return _reply(request, conversation, f"Compression queued{what}. Progress appears in the event feed.")
 
 

@@ -3,8 +3,10 @@
 Decided from the last message only, in this order:
 1. the last user message carries `tool_result` blocks -> a text report of what the tools returned
    (sizes, first line, errors);
-2. its text is a compression prompt (contains the summary template's "## Goal" and
-   "## Critical Context") -> a filled template (`simulator.summary`);
+2. its text is a title request (starts "Write a title for this conversation", the first message
+   in `<first-message>` tags) -> a short title made from that message (`simulator.title`); a
+   compression prompt (contains the summary template's "## Goal" and "## Critical Context") -> a
+   filled template (`simulator.summary`);
 3. the context engine's `context_search` tool is offered and the text says "search the history
    for …" -> a `context_search` call with the rest of that sentence as its query (its results are
    then reported quoting the best snippet); otherwise the project's workspace tools are offered and
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator import summary as summary_mod
+from simulator import title as title_mod
 from simulator.blocks import strip_cache_control
 
 PROJECT_TOOLS = ("read_file", "write_file", "list_files", "search_files", "terminal")
@@ -112,7 +115,7 @@ _VOCABULARY = (
 class Reply:
     blocks: list[dict[str, Any]]
     stop_reason: str
-    kind: str  # text | tool_use | tool_report | summary | recall
+    kind: str  # text | tool_use | tool_report | summary | recall | title
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -323,6 +326,8 @@ def respond(
     if has_results:
         return _text_reply(_tool_report(messages), max_tokens, count_tokens, "tool_report")
     user_text = _only_text(content)
+    if title_mod.is_title_prompt(user_text):
+        return _text_reply(title_mod.title_for(user_text), max_tokens, count_tokens, "title")
     if summary_mod.is_compression_prompt(user_text):
         text = "" if empty_summary else summary_mod.build_summary(user_text)
         return _text_reply(text, max_tokens, count_tokens, "summary")

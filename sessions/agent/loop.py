@@ -34,6 +34,7 @@ from sessions.models import Conversation, Session, Turn
 from sessions.services import runtime
 from sessions.services.compaction import compression_inline
 from sessions.services.context import context_messages, context_rows, message_append, session_active
+from sessions.services.conversations import title_after_reply
 from sessions.services.locks import TURN_LOCK, lease_kept, lock_acquire, lock_refresh, lock_release
 from sessions.services.usage import usage_record
 
@@ -106,7 +107,9 @@ def _finish(turn: Turn, status: str, error: str = "") -> None:
     turn.save(update_fields=["status", "error", "finished_at", "partial_text", "iterations"])
 
 
-def _fail(turn: Turn, message: str) -> None:
+def turn_fail(turn: Turn, message: str) -> None:
+    """Close a turn as failed with ``message`` (its open tool calls answered, the page told); also
+    how the sweep closes a turn whose worker stopped."""
     try:
         _answer_open_tool_calls(turn.conversation, NOT_RUN_FAILED)
     except Exception:  # the failure itself must still be recorded
@@ -148,14 +151,15 @@ def turn_run(*, turn: Turn, holder: str) -> None:
         _stopped(turn)
         return
     except (TurnFailed, runtime.ConfigurationProblem) as exc:
-        _fail(turn, str(exc))
+        turn_fail(turn, str(exc))
         return
     except Exception as exc:  # a bug must end the turn visibly, never leave it "running"
         log.exception("turn %s crashed", turn.id)
-        _fail(turn, f"The turn failed unexpectedly ({type(exc).__name__}). Your messages are saved; try again.")
+        turn_fail(turn, f"The turn failed unexpectedly ({type(exc).__name__}). Your messages are saved; try again.")
         return
     _finish(turn, "done")
     live.turn_changed(turn)
+    title_after_reply(turn=turn)  # the first reply gives the conversation its title
 
 
 def _preflight(conversation: Conversation, cfg, tools: list[dict]) -> None:

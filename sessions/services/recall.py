@@ -282,3 +282,27 @@ def highlight_html(text: str, terms: Iterable[str]) -> str:
         last = match.end()
     out.append(html.escape(text[last:]))
     return "".join(out)
+
+
+# Across a user's conversations -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OwnerHit(Hit):
+    conversation_id: object = None
+    replaced: bool = False  # archived by a regenerate or an edit rather than by a compaction
+
+
+def search_owner(*, owner_id: int, query: str, limit: int = SEARCH_MAX_LIMIT) -> list[OwnerHit]:
+    """The originals of one user's conversations holding every word of ``query`` (archived and
+    compacted ones included), best first. Only that user's conversations are read."""
+    backend = BACKENDS.get(connection.vendor)
+    if backend is None:
+        raise RecallUnavailable(f"full-text search needs SQLite or PostgreSQL (this database is {connection.vendor})")
+    terms = search_terms(query)
+    if not terms:
+        return []
+    index_ensure()
+    rows = backend.owner_ranked(owner_id, terms, max(1, min(SEARCH_MAX_LIMIT, int(limit))))
+    return [OwnerHit(id=message_id, role=role, name=name, marked=marked, score=score, created_at=None,
+                     compacted=compacted, conversation_id=conversation_id, replaced=replaced)
+            for message_id, score, marked, conversation_id, role, name, compacted, replaced in rows]

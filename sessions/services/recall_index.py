@@ -1,6 +1,7 @@
 """The message search index of migration 0005 on each backend: keeping its objects in place, and
 the two queries a search is made of (``counts``: how common each word is in a conversation,
-capped; ``ranked``: the messages holding every one of some words, best first, with a snippet).
+capped; ``ranked``: the messages holding every one of some words, best first, with a snippet),
+and ``owner_ranked``, the same across every conversation of one user.
 
 SQLite drops a table's triggers whenever a later migration rebuilds the message table (Django's
 "remake" for most field changes), so ``index_ensure`` checks the index objects once per process
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from django.db import connection, connections, transaction
 
-from sessions.models import Message, Session
+from sessions.models import Conversation, Message, Session
 
 FTS_TABLE = "agent_sessions_message_search"
 INDEXED_CHARS = 200_000  # as migration 0005 indexes: the headline reads the same text
@@ -187,11 +188,64 @@ def _postgres_ranked(conversation_id, terms: Sequence[str], context: Sequence[st
         return [(row[0], float(row[1]), row[2] or "") for row in cursor.fetchall()]
 
 
+# Across one user's conversations (the sidebar's search) ---------------------------------------
+
+OWNER_SNIPPET_TOKENS = 24  # an excerpt a sidebar row can show
+# (message id, score: higher is better, marked snippet, conversation id, role, name, compacted, replaced)
+OwnerRanked = list[tuple[int, float, str, object, str, str, bool, bool]]
+
+
+def _owner_row(row) -> tuple:
+    field = Message._meta.get_field("conversation").target_field
+    return (row[0], float(row[1]), row[2] or "", field.to_python(row[3]), row[4], row[5], bool(row[6]), bool(row[7]))
+
+
+def _sqlite_owner_ranked(owner_id: int, terms: Sequence[str], limit: int) -> OwnerRanked:
+    """Originals of the owner's conversations holding every one of ``terms``, best first."""
+    match = "body : (" + " AND ".join(_fts_phrase(t) for t in terms) + ")"
+    sql = (
+        f"SELECT {FTS_TABLE}.rowid, bm25({FTS_TABLE}, 1.0, 0.0) AS score, "
+        f"snippet({FTS_TABLE}, 0, %s, %s, '…', {OWNER_SNIPPET_TOKENS}), m.conversation_id, m.role, m.name, "
+        "(m.archived OR ss.ended_at IS NOT NULL), m.replaced "
+        f"FROM {FTS_TABLE} JOIN {Message._meta.db_table} AS m ON m.id = {FTS_TABLE}.rowid "
+        f"JOIN {Session._meta.db_table} AS ss ON ss.id = m.session_id "
+        f"JOIN {Conversation._meta.db_table} AS c ON c.id = m.conversation_id "
+        f"WHERE {FTS_TABLE} MATCH %s AND c.owner_id = %s AND NOT m.is_summary AND m.visible "
+        "ORDER BY score, m.id DESC LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [MARK_START, MARK_END, match, owner_id, limit])
+        return [_owner_row((row[0], -float(row[1]), *row[2:])) for row in cursor.fetchall()]
+
+
+_OWNER_HEADLINE_OPTIONS = (f"StartSel={MARK_START}, StopSel={MARK_END}, MaxWords=24, MinWords=10, ShortWord=2, "
+                           "MaxFragments=1, FragmentDelimiter=\" … \"")
+
+
+def _postgres_owner_ranked(owner_id: int, terms: Sequence[str], limit: int) -> OwnerRanked:
+    sql = (
+        "SELECT top.id, top.score, ts_headline('english', "
+        f"left(agent_sessions_message_text(top.content, top.tool_calls, top.name), {INDEXED_CHARS}), top.q, %s), "
+        "top.conversation_id, top.role, top.name, top.compacted, top.replaced "
+        "FROM (SELECT m.id, m.content, m.tool_calls, m.name, m.conversation_id, m.role, m.replaced, q.q, "
+        "(m.archived OR ss.ended_at IS NOT NULL) AS compacted, ts_rank_cd(m.search_vector, q.q, 1) AS score "
+        f"FROM {Message._meta.db_table} AS m JOIN {Session._meta.db_table} AS ss ON ss.id = m.session_id "
+        f"JOIN {Conversation._meta.db_table} AS c ON c.id = m.conversation_id, "
+        f"(SELECT ({_pg_query(terms)}) AS q) AS q "
+        "WHERE c.owner_id = %s AND m.search_vector @@ q.q AND NOT m.is_summary "
+        "ORDER BY score DESC, m.id DESC LIMIT %s) AS top ORDER BY top.score DESC, top.id DESC"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [_OWNER_HEADLINE_OPTIONS, *terms, owner_id, limit])
+        return [_owner_row(row) for row in cursor.fetchall()]
+
+
 @dataclass(frozen=True)
 class Backend:
     counts: Callable[..., list[int]]  # (conversation_id, terms): each term's count, capped, in one query
     ranked: Callable[..., Ranked]
+    owner_ranked: Callable[..., OwnerRanked]  # (owner_id, terms, limit): across the owner's conversations
 
 
-BACKENDS = {"sqlite": Backend(_sqlite_counts, _sqlite_ranked),
-            "postgresql": Backend(_postgres_counts, _postgres_ranked)}
+BACKENDS = {"sqlite": Backend(_sqlite_counts, _sqlite_ranked, _sqlite_owner_ranked),
+            "postgresql": Backend(_postgres_counts, _postgres_ranked, _postgres_owner_ranked)}

@@ -135,7 +135,7 @@ def _running_turns(report: SweepReport) -> None:
                 log.warning("turn %s of conversation %s was interrupted (its worker stopped)", turn.id,
                             conversation_id)
                 # As a turn that fails ends: its open tool calls answered, the page told.
-                agent_loop._fail(turn, INTERRUPTED_TURN)
+                agent_loop.turn_fail(turn, INTERRUPTED_TURN)
                 report.turns_failed.append(turn.id)
         except Exception:
             log.exception("closing the interrupted turns of conversation %s failed", conversation_id)

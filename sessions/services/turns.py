@@ -21,18 +21,14 @@ from compression.core.hygiene import hygiene_decision
 from compression.core.tokens import estimate_messages_tokens_rough
 from sessions import live, selectors
 from sessions.models import Conversation, Message, Session, Turn
-from sessions.services import runtime
+from sessions.services import runtime, titles
 from sessions.services.compaction import compression_request
 from sessions.services.context import context_messages, context_rows, session_active
+from sessions.services.enqueue import enqueue_fast
 from sessions.tasks import agent_turn_run as agent_turn_run_task
 
 log = logging.getLogger(__name__)
 
-# A send must answer fast even when Redis is away: the enqueue gets its own broker connection
-# with short socket timeouts and one quick retry, and no result-backend subscription (nothing
-# waits on a turn's result; subscribing retries for ~19 s while Redis is down).
-ENQUEUE_SOCKET_TIMEOUT = 1.0
-ENQUEUE_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 QUEUE_DOWN_NOTICE = ("Your message is saved, but the task queue cannot be reached right now, so the agent has "
                      "not started on it. It runs as soon as the queue is back; there is no need to send it again.")
 BUSY = "A turn is still running or waiting; stop it or wait for it to finish first."
@@ -59,17 +55,7 @@ def hygiene_check(*, conversation: Conversation, session: Session, cfg):
 
 def turn_enqueue(turn_id: int) -> str:
     """Hand a turn to a worker. "" when done; otherwise the notice to show (the turn stays queued)."""
-    try:
-        with agent_turn_run_task.app.connection_for_write(
-                connect_timeout=ENQUEUE_SOCKET_TIMEOUT,
-                transport_options={"socket_connect_timeout": ENQUEUE_SOCKET_TIMEOUT,
-                                   "socket_timeout": ENQUEUE_SOCKET_TIMEOUT}) as connection:
-            agent_turn_run_task.apply_async((turn_id,), connection=connection, ignore_result=True,
-                                            retry=True, retry_policy=ENQUEUE_RETRY_POLICY)
-    except Exception as exc:  # kombu's OperationalError, a socket error: the broker is away
-        log.warning("turn %s stays queued: the task queue is unreachable (%s)", turn_id, exc)
-        return QUEUE_DOWN_NOTICE
-    return ""
+    return "" if enqueue_fast(agent_turn_run_task.si(turn_id), what=f"turn {turn_id}") else QUEUE_DOWN_NOTICE
 
 
 def _checked_text(text: str) -> str:
@@ -117,10 +103,14 @@ def turn_submit(*, user, conversation_id, text: str) -> Submission:
         session = session_active(conversation)
         turn = Turn.objects.create(conversation=conversation, text=text)
         conversation.last_activity_at = timezone.now()
-        if conversation.title == "New conversation":
-            conversation.title = text[:60]
+        retitled = conversation.title == titles.DEFAULT_TITLE and not conversation.title_manual
+        if retitled:
+            # The first message's cleaned line at once; the made title follows the first reply.
+            conversation.title = titles.title_from_message(text)
         conversation.save(update_fields=["last_activity_at", "title"])
         outcome = _queue(turn, hygiene=True, cfg=cfg, conversation=conversation, session=session)
+        if retitled:  # after the enqueue: pushed only when the queue (and so Redis) answered
+            transaction.on_commit(lambda: outcome["notice"] or live.title_changed(conversation))
     return Submission(turn, outcome["notice"])
 
 

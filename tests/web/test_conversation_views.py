@@ -59,6 +59,7 @@ def test_it_queues_a_focused_compression(client, alice, conversation, django_cap
 
 @pytest.mark.django_db
 def test_new_starts_a_fresh_conversation(client, alice, conversation):
+    fill(conversation, 1)  # an empty conversation would be reused instead (tests/web/test_sidebar.py)
     client.force_login(alice)
     response = client.post(reverse("conversation-send", args=[conversation.id]), {"text": "/new"}, **HTMX)
     assert Conversation.objects.filter(owner=alice).count() == 2

@@ -60,12 +60,16 @@ def test_it_hides_another_users_conversation(client, alice, bob):
 
 @pytest.mark.django_db
 def test_it_lists_only_the_users_own_conversations(client, alice, bob):
+    from sessions.services.context import message_append, session_active
+
     mine = make_conversation(alice)
     mine.title = "alice's plan"
     mine.save()
     theirs = make_conversation(bob)
     theirs.title = "bob's secret"
     theirs.save()
+    for c in (mine, theirs):  # empty conversations are not listed
+        message_append(session=session_active(c), role="user", content="hello")
     client.force_login(alice)
     body = client.get(reverse("home")).content.decode()
     assert "alice&#x27;s plan" in body
