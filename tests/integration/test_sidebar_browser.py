@@ -1,5 +1,5 @@
 """The conversation sidebar in headless Chromium against the real stack, on a laptop (1440 px: a
-column) and on a phone (390 px: a drawer): rename in place (a row and the page's heading), delete
+column) and on phones (390 and 360 px: a drawer), in the light and the dark scheme: rename in place (a row and the page's heading), delete
 with confirmation, search finding a compacted message and opening it in context, and the title
 the auxiliary model makes after the first reply arriving live in the heading and the sidebar."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.integration.test_browser_conversation import login, open_socket, send
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 FACT = "The kestrel cluster keeps its backups in the north vault for 90 days."
-VIEWPORTS = {"laptop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
+HEIGHTS = {1440: 900, 390: 844, 360: 740}  # width: height
 
 
 @pytest.fixture(autouse=True)
@@ -69,10 +69,12 @@ class Sidebar:
         return f"#sidebar-row-{conversation.id}"
 
 
-@pytest.mark.parametrize("viewport", ["laptop", "phone"])
-def test_rename_delete_search_and_a_live_title_in_the_sidebar(live, alice, bob, viewport):
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", list(HEIGHTS))
+def test_rename_delete_search_and_a_live_title_in_the_sidebar(live, alice, bob, width, scheme):
     base = f"http://127.0.0.1:{live.web_port}"
-    narrow = viewport == "phone"
+    narrow = width < 900
+    viewport = f"{width}-{scheme}"
     plan = chat(alice, "Offsite plan", "Which hotel shall we book?", "The one by the river.")
     vault = chat(alice, "Backups", FACT, "Noted.", "And the tapes?", "Kept too.", archived=True)
     chat(bob, "Bob's kestrel notes", "bob's kestrel secret", "ok")
@@ -80,7 +82,7 @@ def test_rename_delete_search_and_a_live_title_in_the_sidebar(live, alice, bob, 
     (vault.workspace / "notes.txt").write_text("vault notes\n")
     ARTIFACTS.mkdir(exist_ok=True)
     with browser() as b:
-        page = b.new_page(viewport=VIEWPORTS[viewport])
+        page = b.new_page(viewport={"width": width, "height": HEIGHTS[width]}, color_scheme=scheme)
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         login(page, base, "alice", "alice-password-1")
@@ -106,6 +108,7 @@ def test_rename_delete_search_and_a_live_title_in_the_sidebar(live, alice, bob, 
         sidebar.show()
         assert page.get_attribute(f"{sidebar.row(plan)} .sidebar-link", "aria-current") == "page"
         assert "Bob" not in page.inner_text("#sidebar")
+        assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
         page.screenshot(path=str(ARTIFACTS / f"sidebar-{viewport}.png"))
 
         # Rename a row in place: an empty title is refused, Esc cancels, Enter saves.
