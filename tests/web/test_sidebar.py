@@ -5,19 +5,15 @@ while work runs, never on GET), search over titles and message text (archived on
 the user's own), and the reuse of an empty conversation by `/new` and the New conversation button."""
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import timedelta
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from compression import settings_store
-from sessions.events import group_name
 from sessions.models import (
     ApiCall,
     CompressionEvent,
@@ -31,6 +27,7 @@ from sessions.services.context import message_append, session_active, session_st
 from sessions.services.recall import search_owner
 from sessions.services.routes import conversation_model_switch
 from sessions.services.runtime import current_config
+from tests.web.pushes import Page
 
 pytestmark = pytest.mark.django_db
 
@@ -48,26 +45,6 @@ def chat(owner, title: str = "New conversation", *texts: str, model: str = "sim-
     for i, text in enumerate(texts):
         message_append(session=session, role="user" if i % 2 == 0 else "assistant", content=text)
     return c
-
-
-class Page:
-    """A member of the conversation's group, as an open page's socket is."""
-
-    def __init__(self, conversation) -> None:
-        self.layer = get_channel_layer()
-        self.channel = async_to_sync(self.layer.new_channel)()
-        async_to_sync(self.layer.group_add)(group_name(conversation.id), self.channel)
-
-    def received(self) -> list[dict]:
-        async def drain() -> list[dict]:
-            events = []
-            while True:
-                try:
-                    events.append(await asyncio.wait_for(self.layer.receive(self.channel), 0.2))
-                except TimeoutError:
-                    return events
-
-        return async_to_sync(drain)()
 
 
 # The list --------------------------------------------------------------------------------------

@@ -6,20 +6,17 @@ commands the sweep sends (PING, SET NX EX, DEL) go to a dict-backed stand-in her
 integration tier runs the same sweep against real Redis (tests/integration/test_faults_stale.py)."""
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from datetime import timedelta
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.utils import timezone
 
-from sessions.events import group_name
 from sessions.models import CompressionEvent, Conversation, ConversationLock, Message, Turn
 from sessions.services import compaction, locks, sweep
 from sessions.services.context import message_append, session_active, session_start
+from tests.web.pushes import Page
 
 
 class Broker:
@@ -61,27 +58,6 @@ def conversation(alice):
     c = Conversation.objects.create(owner=alice, provider="simulator", model="sim-claude-64k")
     session_start(conversation=c)
     return c
-
-
-class Page:
-    """A member of the conversation's group, as an open page's socket is."""
-
-    def __init__(self, conversation) -> None:
-        self.layer = get_channel_layer()
-        self.channel = async_to_sync(self.layer.new_channel)()
-        async_to_sync(self.layer.group_add)(group_name(conversation.id), self.channel)
-
-    def received(self) -> list[dict]:
-        """Everything pushed so far (the in-memory layer delivers at once; a short wait ends it)."""
-        async def drain() -> list[dict]:
-            events = []
-            while True:
-                try:
-                    events.append(await asyncio.wait_for(self.layer.receive(self.channel), 0.2))
-                except TimeoutError:
-                    return events
-
-        return async_to_sync(drain)()
 
 
 def fill_history(conversation, pairs: int, size: int = 400) -> None:

@@ -4,14 +4,9 @@ reply (the real SDK against the simulator's title trigger), the fallback when th
 no auxiliary model is configured, and a manual title that nothing replaces."""
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 
 from compression import settings_store
-from sessions.events import group_name
 from sessions.models import ApiCall, Conversation, Turn
 from sessions.services import titles
 from sessions.services.context import message_append, session_start
@@ -19,6 +14,7 @@ from sessions.services.conversations import conversation_title_make
 from sessions.services.turns import turn_submit
 from simulator import parse_fault
 from simulator import title as sim_title
+from tests.web.pushes import Page
 
 LOG = """
 
@@ -93,26 +89,6 @@ def test_the_first_message_titles_the_conversation_at_once(alice, django_capture
 
 
 # After the first reply -------------------------------------------------------------------------
-
-class Page:
-    """A member of the conversation's group, as an open page's socket is."""
-
-    def __init__(self, conversation) -> None:
-        self.layer = get_channel_layer()
-        self.channel = async_to_sync(self.layer.new_channel)()
-        async_to_sync(self.layer.group_add)(group_name(conversation.id), self.channel)
-
-    def html(self) -> str:
-        async def drain() -> list[dict]:
-            events = []
-            while True:
-                try:
-                    events.append(await asyncio.wait_for(self.layer.receive(self.channel), 0.2))
-                except TimeoutError:
-                    return events
-
-        return "".join(e["html"] for e in async_to_sync(drain)())
-
 
 @pytest.fixture
 def conversation(alice):
