@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.utils.functional import SimpleLazyObject
 
-from sessions.models import UserPreference
+from sessions.services.preferences import user_theme
 
 # (value, button label, what it means): the top bar's toggle.
 THEME_CHOICES = [
@@ -16,18 +16,8 @@ THEME_CHOICES = [
     ("light", "Light", "Always light"),
     ("dark", "Dark", "Always dark"),
 ]
-THEMES = {value for value, _, _ in THEME_CHOICES}
-DEFAULT_THEME = "auto"
-
-
-def theme_for(user) -> str:
-    """The user's saved theme; `auto` for an anonymous visitor or a user who never chose."""
-    if user is None or not user.is_authenticated:
-        return DEFAULT_THEME
-    saved = UserPreference.objects.filter(user=user).values_list("theme", flat=True).first()
-    return saved if saved in THEMES else DEFAULT_THEME
 
 
 def theme(request) -> dict:
-    return {"theme": SimpleLazyObject(lambda: theme_for(getattr(request, "user", None))),
+    return {"theme": SimpleLazyObject(lambda: user_theme(getattr(request, "user", None))),
             "theme_choices": THEME_CHOICES}

@@ -11,14 +11,7 @@ from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from sessions.models import UserPreference
-
-THEMES = {value for value, _ in UserPreference.THEMES}
-
-
-def user_theme_set(*, user, theme: str) -> UserPreference:
-    preference, _ = UserPreference.objects.update_or_create(user=user, defaults={"theme": theme})
-    return preference
+from sessions.services.preferences import user_theme_set
 
 
 def _back(request) -> str:
@@ -33,9 +26,10 @@ def _back(request) -> str:
 @require_POST
 def theme_set(request):
     theme = request.POST.get("theme", "")
-    if theme not in THEMES:
-        return HttpResponseBadRequest("Unknown theme: choose auto, light or dark.", content_type="text/plain")
-    user_theme_set(user=request.user, theme=theme)
+    try:
+        user_theme_set(user=request.user, theme=theme)
+    except ValueError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain")
     if "application/json" in request.headers.get("Accept", ""):
         return JsonResponse({"theme": theme})
     return redirect(_back(request))
