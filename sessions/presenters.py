@@ -1,6 +1,7 @@
 """The figures the pages show, computed once for the page view and the live push alike: the
-context gauge, the prompt-cache panel and its chart, the home page's rows, and the one rule for a
-gauge's level and one bar geometry that the staff dashboard uses too.
+context gauge, the prompt-cache panel and its chart, the home page's and the sidebar's rows, and
+the one rule for a gauge's level, one list-row pressure and one bar geometry that the staff
+dashboard uses too.
 
 Presenters read through `sessions.selectors` (queries only) and return plain dictionaries for
 the templates; they never write.
@@ -9,10 +10,11 @@ from __future__ import annotations
 
 from compression.core.caching import prompt_caching_status
 from compression.core.hygiene import hygiene_threshold
+from compression.core.thresholds import compute_threshold_tokens, resolve_threshold
 from compression.core.tokens import estimate_messages_tokens_rough
 from llm.models import model_label
 from sessions import selectors
-from sessions.models import Conversation
+from sessions.models import Conversation, Session
 from sessions.services import runtime
 from sessions.services.context import context_messages
 
@@ -36,6 +38,40 @@ def gauge_level(tokens: int, threshold: int, window: int) -> str:
     if tokens < threshold:
         return "warn"
     return "high" if tokens < hygiene_threshold(window) else "critical"
+
+
+# The same levels in a word, for a list row (the sidebar).
+LEVEL_WORDS = {"none": "unused", "ok": "low", "warn": "rising", "high": "high", "critical": "critical"}
+
+
+def pressure(conversation: Conversation, session: Session, cfg) -> dict:
+    """A conversation's context pressure for a list row, without building its engine: the active
+    session's last real prompt against its window and threshold (the configured one, lowered to
+    the auxiliary window when the session says so). The sidebar and the staff dashboard use it."""
+    window = runtime.session_window(conversation, session, cfg)
+    c = cfg.compression
+    decision = resolve_threshold(c.threshold, provider=conversation.provider, model=conversation.model,
+                                 codex_autoraise=c.codex_gpt55_autoraise, codex_autoraise_notice=False)
+    threshold = compute_threshold_tokens(window, decision.threshold, conversation.max_tokens)
+    if session.threshold_tokens and session.threshold_tokens < threshold:
+        threshold = session.threshold_tokens  # lowered to the aux window
+    tokens = max(session.last_prompt_tokens, 0)  # -1: compressed, waiting for real usage
+    return {"window": window, "threshold": threshold, "tokens": tokens, "autoraised": decision.raised,
+            "level": gauge_level(tokens, threshold, window)}
+
+
+def sidebar_rows(conversations, *, cfg, current_id=None) -> list[dict]:
+    """A row per conversation of the sidebar: title, model, pressure in per cent and in a word.
+    Two queries however many rows."""
+    conversations = list(conversations)
+    sessions = selectors.active_sessions_by_conversation([c.id for c in conversations])
+    rows = []
+    for conversation in conversations:
+        p = pressure(conversation, sessions.get(conversation.id) or Session(conversation=conversation), cfg)
+        rows.append({"c": conversation, "model_label": model_label(conversation.model),
+                     "pct": round(100.0 * p["tokens"] / p["window"]) if p["window"] else 0, "level": p["level"],
+                     "level_word": LEVEL_WORDS[p["level"]], "current": str(conversation.id) == str(current_id)})
+    return rows
 
 
 def bar(value: float, peak: float, *, height: float = CHART_HEIGHT, base: float = CHART_BASE) -> tuple[float, float]:

@@ -15,19 +15,15 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget, trigger_client_event
 
-from compression.core.thresholds import compute_threshold_tokens, resolve_threshold
-from llm.models import model_label
 from sessions import selectors
-from sessions.models import Conversation, Session
-from sessions.presenters import gauge_level
+from sessions.models import Conversation
+from sessions.presenters import sidebar_rows
 from sessions.services import recall, runtime
 
 SIDEBAR_LIMIT = 50
 SEARCH_TITLES = 10
 SEARCH_MESSAGES = 20
 MAX_QUERY_CHARS = 200
-# The context pressure in a word, so a row is readable without its colour.
-LEVEL_WORDS = {"none": "unused", "ok": "low", "warn": "rising", "high": "high", "critical": "critical"}
 
 
 def _own(request, conversation_id) -> Conversation:
@@ -53,29 +49,6 @@ def _open_conversation_id(request):
     except Resolver404:
         return None
     return match.kwargs.get("conversation_id") if match.url_name == "conversation" else None
-
-
-def sidebar_rows(conversations, *, cfg, current_id=None) -> list[dict]:
-    """A row per conversation: title, model, the active session's last real prompt against its
-    window and threshold (as the staff dashboard counts it). Two queries however many rows."""
-    conversations = list(conversations)
-    sessions = selectors.active_sessions_by_conversation([c.id for c in conversations])
-    c = cfg.compression
-    rows = []
-    for conversation in conversations:
-        session = sessions.get(conversation.id) or Session(conversation=conversation)
-        window = runtime.session_window(conversation, session, cfg)
-        decision = resolve_threshold(c.threshold, provider=conversation.provider, model=conversation.model,
-                                     codex_autoraise=c.codex_gpt55_autoraise, codex_autoraise_notice=False)
-        threshold = compute_threshold_tokens(window, decision.threshold, conversation.max_tokens)
-        if session.threshold_tokens and session.threshold_tokens < threshold:
-            threshold = session.threshold_tokens
-        tokens = max(session.last_prompt_tokens, 0)
-        level = gauge_level(tokens, threshold, window)
-        rows.append({"c": conversation, "model_label": model_label(conversation.model),
-                     "pct": round(100.0 * tokens / window) if window else 0, "level": level,
-                     "level_word": LEVEL_WORDS[level], "current": str(conversation.id) == str(current_id)})
-    return rows
 
 
 def sidebar_context(request, conversation: Conversation | None = None, *, cfg=None) -> dict:

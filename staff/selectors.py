@@ -17,10 +17,8 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from compression.core.compressor_state import ANTI_THRASH_LIMIT
-from compression.core.thresholds import compute_threshold_tokens, resolve_threshold
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
-from sessions.presenters import bar, gauge_level
-from sessions.services import runtime
+from sessions.presenters import bar, pressure
 
 PRESSURE_LIMIT = 200
 FLAGGED_LIMIT = 50
@@ -164,28 +162,22 @@ def conversation_pressure(*, cfg, now: float | None = None, limit: int = PRESSUR
         sessions[s.conversation_id] = s  # the newest active session wins
     compressions = dict(CompressionEvent.objects.filter(conversation_id__in=ids, status="compressed").order_by()
                         .values_list("conversation_id").annotate(n=Count("id")))
-    c = cfg.compression
     rows = []
     for conv in conversations:
         session = sessions.get(conv.id) or Session(conversation=conv)
-        window = runtime.session_window(conv, session, cfg)
-        decision = resolve_threshold(c.threshold, provider=conv.provider, model=conv.model,
-                                     codex_autoraise=c.codex_gpt55_autoraise, codex_autoraise_notice=False)
-        threshold = compute_threshold_tokens(window, decision.threshold, conv.max_tokens)
-        if session.threshold_tokens and session.threshold_tokens < threshold:
-            threshold = session.threshold_tokens  # lowered to the aux window
-        tokens = max(session.last_prompt_tokens, 0)  # -1: compressed, waiting for real usage
+        p = pressure(conv, session, cfg)
+        window, threshold, tokens = p["window"], p["threshold"], p["tokens"]
         pct = round(100.0 * tokens / window, 1) if window else 0.0
         cooling = session.cooldown_until is not None and session.cooldown_until > now
         rows.append({
             "conversation": conv, "owner": conv.owner.get_username(), "tokens": tokens, "window": window,
             "threshold": threshold, "pct": pct, "bar_pct": min(pct, 100.0),
             "threshold_pct": round(100.0 * threshold / window, 1) if window else 0.0,
-            "level": gauge_level(tokens, threshold, window), "awaiting_usage": session.last_prompt_tokens < 0,
+            "level": p["level"], "awaiting_usage": session.last_prompt_tokens < 0,
             "compressions": compressions.get(conv.id, 0),
             "cooldown_left": max(1, int(session.cooldown_until - now)) if cooling else 0,
             "blocked": session.ineffective_count >= ANTI_THRASH_LIMIT,
-            "autoraised": decision.raised,
+            "autoraised": p["autoraised"],
         })
     rows.sort(key=lambda r: (r["pct"], r["conversation"].last_activity_at), reverse=True)
     return {"rows": rows, "total": Conversation.objects.count(), "limit": limit}
