@@ -15,11 +15,13 @@ from django.utils import timezone
 from compression.core.markers import SUMMARY_KEY
 from compression.core.tokens import TOKENS_KEY
 
+DEFAULT_TITLE = "New conversation"
+
 
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
-    title = models.CharField(max_length=200, default="New conversation")
+    title = models.CharField(max_length=200, default=DEFAULT_TITLE)
     title_manual = models.BooleanField(default=False, help_text="Set by the user: never replaced by a made title.")
     provider = models.CharField(max_length=40, default="simulator")
     model = models.CharField(max_length=100, default="sim-claude-200k")

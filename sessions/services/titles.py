@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 
-DEFAULT_TITLE = "New conversation"
+from sessions.models import DEFAULT_TITLE  # the title before any is made
+
 TITLE_MAX_CHARS = 60  # a made title
 RENAME_MAX_CHARS = 120  # a title the user types
 PROMPT_EXCERPT_CHARS = 2_000
