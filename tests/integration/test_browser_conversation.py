@@ -67,7 +67,7 @@ def test_the_conversation_page_end_to_end(live, alice, bob):
         assert "offline simulator" in page.inner_text(".model")
 
         # Streaming: a slow stream shows partial text before the final message replaces it.
-        sim_control(live, "/_sim/faults", {"fault": "slow=0.03", "count": 1})
+        sim_control(live, "/_sim/faults", {"fault": "slow=0.1", "count": 1})
         send(page, "reply with 120 words about streaming")
         page.wait_for_selector("[data-role=user] >> text=about streaming", timeout=10_000)
         page.wait_for_function("() => { const s = document.querySelector('[data-role=streaming] .text'); "

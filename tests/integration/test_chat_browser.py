@@ -164,14 +164,16 @@ def test_a_message_sent_while_a_turn_runs_waits_its_turn_and_can_be_cancelled(li
     with browser() as b:
         c = chat(b, live, alice)
         page = c.page
-        slow_next(live, 0.3)  # ~20 events: the first reply streams for about 6 s
+        slow_next(live, 0.6)  # ~20 events: the first reply streams for about 12 s, time to queue and cancel
         c.send("reply with 150 words about the first question")
         c.wait_streaming()
         c.send("the second question comes next")
         queued = page.locator("#queue [data-role=queued]")
         queued.first.wait_for(timeout=10_000)
         assert "the second question comes next" in queued.first.inner_text()
-        assert page.input_value("#composer-text") == ""
+        # The socket may show the queued message before the answer to the send arrives; the
+        # composer empties when that answer (2xx) does.
+        page.wait_for_function("() => document.querySelector('#composer-text').value === ''", timeout=10_000)
         assert c.texts("user") == ["reply with 150 words about the first question"]  # not in the history yet
         c.send("a third one I will take back")
         page.wait_for_function("() => document.querySelectorAll('#queue [data-role=queued]').length === 2")
@@ -199,7 +201,7 @@ def test_stop_by_button_and_by_esc_keeps_the_partial_reply(live, alice):
     with browser() as b:
         c = chat(b, live, alice)
         page = c.page
-        slow_next(live, 0.1)
+        slow_next(live, 0.25)  # about 32 events: some 8 s of streaming for Stop to land in
         c.send("reply with 300 words about stopping with the button")
         c.wait_streaming(40)
         page.click("#stop-button")
@@ -213,7 +215,7 @@ def test_stop_by_button_and_by_esc_keeps_the_partial_reply(live, alice):
         assert 0 < len(partial.content.split()) < 300
         c.shoot("stopped")
 
-        slow_next(live, 0.1)
+        slow_next(live, 0.25)
         c.send("reply with 300 words about stopping with escape")
         c.wait_streaming(40)
         page.keyboard.press("Escape")
@@ -236,7 +238,10 @@ def test_stop_in_the_middle_of_a_tool_calling_turn_leaves_a_valid_context(live, 
         c.conversation.workspace.mkdir(parents=True, exist_ok=True)
         (c.conversation.workspace / "a.txt").write_text("alpha line\n")
         (c.conversation.workspace / "b.txt").write_text("beta line\n")
-        slow_next(live, 0.4, count=2)  # the tool call and the report after it both stream slowly
+        # The tool call streams slowly, the short report after it (about eight events) more slowly
+        # still, so that Stop lands while it streams.
+        slow_next(live, 0.4)
+        slow_next(live, 1.5)
         c.send("read a.txt and read b.txt")
         page.wait_for_function("() => document.querySelectorAll('#transcript > [data-role=tool]').length === 2",
                                timeout=30_000)
@@ -346,7 +351,7 @@ def test_a_reload_mid_stream_shows_the_text_so_far_and_carries_on(live, alice):
     with browser() as b:
         c = chat(b, live, alice)
         page = c.page
-        slow_next(live, 0.1)
+        slow_next(live, 0.25)  # about 28 events: some 7 s of streaming, long enough to reload inside
         c.send("reply with 250 words about reloading in the middle")
         c.wait_streaming(60)
         time.sleep(1.2)  # the worker saves the text so far about once a second
