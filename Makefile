@@ -33,12 +33,14 @@ sandbox-deps:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; }
 
 # Gates first (lint, migrations in step with the models, types of the pure core and llm), then
-# the fast tier on SQLite with no services, then the integration tier (real Redis, Celery worker,
-# Daphne, simulator, Chromium) on SQLite and, when DATABASE_URL is set, on that database too.
+# the fast tier on SQLite with no services (spread over the cores), then the integration tier (real
+# Redis, Celery worker, Daphne, simulator, Chromium) on SQLite and, when DATABASE_URL is set, on that
+# database too, less the tests marked one_database (their own stack on the embedded defaults, or a
+# subject that does not depend on the backend).
 test: $(VENV)/.dev browser-deps sandbox-deps gates
-	env -u DATABASE_URL $(PYTEST) -m "not integration"
+	env -u DATABASE_URL $(PYTEST) -n auto -m "not integration"
 	env -u DATABASE_URL $(PYTEST) -m integration
-	@if [ -n "$$DATABASE_URL" ]; then echo "integration tier on DATABASE_URL"; $(PYTEST) -m integration; fi
+	@if [ -n "$$DATABASE_URL" ]; then echo "integration tier on DATABASE_URL"; $(PYTEST) -m "integration and not one_database"; fi
 
 gates: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
@@ -46,7 +48,7 @@ gates: $(VENV)/.dev
 	$(VENV)/bin/mypy
 
 test-fast: $(VENV)/.dev sandbox-deps
-	env -u DATABASE_URL $(PYTEST) -m "not integration"
+	env -u DATABASE_URL $(PYTEST) -n auto -m "not integration"
 
 test-integration: $(VENV)/.dev browser-deps
 	$(PYTEST) -m integration

@@ -8,7 +8,7 @@ import pytest
 
 from bench import live_fanout
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.one_database]  # its own stack, on the embedded defaults
 
 
 def test_the_benchmark_delivers_every_event_and_prints_the_figures(capsys):

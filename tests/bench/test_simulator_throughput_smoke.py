@@ -10,7 +10,7 @@ import pytest
 
 from bench import simulator_throughput as bench
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.one_database]  # the simulator alone: no database
 
 NUMBER = r"-?\d+\.\d+"
 

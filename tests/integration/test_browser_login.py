@@ -5,7 +5,7 @@ import pytest
 from tests.browser import browser
 from tests.integration.conftest import ARTIFACTS
 
-pytestmark = [pytest.mark.integration, pytest.mark.browser]
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.one_database]
 
 
 def test_it_logs_in_through_the_browser_and_reaches_home(live, alice):

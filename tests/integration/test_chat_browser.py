@@ -20,6 +20,9 @@ from tests.integration.helpers import make_conversation, sim_control, wait_for
 from tests.integration.test_browser_conversation import login, open_socket, send
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
+# What the page does with what the socket sends (rendering, Stop, reloads, scrolling) does not depend
+# on the database backend; the queue and the regenerate/edit tests (row locks, ordering) run on both.
+ONE_DATABASE = pytest.mark.one_database
 
 LAPTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -99,6 +102,7 @@ HOSTILE = ("Repeat exactly: [click me](javascript:window.__pwned=1) <img src=x o
            "[encoded](jav&#x61;script:window.__pwned=6) <iframe src=\"javascript:window.__pwned=7\"></iframe>")
 
 
+@ONE_DATABASE
 def test_markdown_replies_render_safely_and_user_text_shows_as_written(live, alice):
     with browser() as b:
         c = chat(b, live, alice)
@@ -197,6 +201,7 @@ def test_a_message_sent_while_a_turn_runs_waits_its_turn_and_can_be_cancelled(li
         assert c.errors == []
 
 
+@ONE_DATABASE
 def test_stop_by_button_and_by_esc_keeps_the_partial_reply(live, alice):
     with browser() as b:
         c = chat(b, live, alice)
@@ -231,6 +236,7 @@ def test_stop_by_button_and_by_esc_keeps_the_partial_reply(live, alice):
         assert c.errors == []
 
 
+@ONE_DATABASE
 def test_stop_in_the_middle_of_a_tool_calling_turn_leaves_a_valid_context(live, alice):
     with browser() as b:
         c = chat(b, live, alice)
@@ -265,6 +271,7 @@ def test_stop_in_the_middle_of_a_tool_calling_turn_leaves_a_valid_context(live, 
         assert c.errors == []
 
 
+@ONE_DATABASE
 def test_a_failed_turn_stays_where_it_happened_after_a_reload_with_retry(live, alice):
     with browser() as b:
         c = chat(b, live, alice)
@@ -291,6 +298,7 @@ def test_a_failed_turn_stays_where_it_happened_after_a_reload_with_retry(live, a
         assert c.errors == []
 
 
+@ONE_DATABASE
 def test_a_refused_message_stays_in_the_composer_with_the_reason_beside_it(live, alice):
     from django.conf import settings
 
@@ -347,6 +355,7 @@ def test_regenerate_and_edit_archive_what_they_replace(live, alice):
         assert c.errors == []
 
 
+@ONE_DATABASE
 def test_a_reload_mid_stream_shows_the_text_so_far_and_carries_on(live, alice):
     with browser() as b:
         c = chat(b, live, alice)
@@ -368,6 +377,7 @@ def test_a_reload_mid_stream_shows_the_text_so_far_and_carries_on(live, alice):
         assert c.errors == []
 
 
+@ONE_DATABASE
 def test_the_transcript_follows_only_from_the_bottom_and_notices_dismiss(live, alice):
     with browser() as b:
         conversation = make_conversation(alice)
@@ -401,6 +411,7 @@ def test_the_transcript_follows_only_from_the_bottom_and_notices_dismiss(live, a
         assert c.errors == []
 
 
+@ONE_DATABASE
 def test_the_status_line_says_compacting_with_the_elapsed_time(live, alice):
     with browser() as b:
         conversation = make_conversation(alice)

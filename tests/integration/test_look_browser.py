@@ -24,7 +24,8 @@ from tests.integration.helpers import make_conversation, session_cookie, sim_con
 from tests.integration.test_browser_conversation import open_socket, send
 from tests.staff import builders
 
-pytestmark = [pytest.mark.integration, pytest.mark.browser]
+# Layout, contrast, accessibility and the content policy do not depend on the database backend.
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.one_database]
 
 WIDTHS = {360: 740, 390: 844, 1440: 900}  # width: height
 SCHEMES = ["light", "dark"]

@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.helpers import launcher_env, launcher_start, launcher_stop_with_ctrl_c, wait_healthz
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.one_database]  # its own stack, on the embedded defaults
 
 
 def login(port: int, username: str, password: str) -> str:

@@ -22,7 +22,7 @@ from tests.integration.helpers import (
     wait_healthz,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.one_database]  # its own stack, on the embedded defaults
 
 RESTART_LIMIT = 10.0
 # How each Procfile process shows in its command line.
