@@ -149,6 +149,18 @@ def _sqlite_ranked(conversation_id, terms: Sequence[str], context: Sequence[str]
         return [(row[0], -float(row[1]), row[2] or "") for row in cursor.fetchall()]
 
 
+# ts_headline's parser takes `<...>` for an HTML tag and leaves it out of the excerpt, which would
+# turn `List<String>` into `List`. Every `<` goes to the headline as a private-use character and
+# comes back after (a message holding that character itself shows `<` there in an excerpt).
+_ANGLE_STAND_IN = "\ue002"  # beside the marks (\ue000, \ue001), never one of them
+
+
+def _pg_headline(text_sql: str, query_sql: str) -> str:
+    """SQL for the headline of ``text_sql`` on ``query_sql``, its options a parameter; `<` kept."""
+    return (f"replace(ts_headline('english', replace({text_sql}, '<', '{_ANGLE_STAND_IN}'), {query_sql}, %s), "
+            f"'{_ANGLE_STAND_IN}', '<')")
+
+
 _HEADLINE_OPTIONS = (f"StartSel={MARK_START}, StopSel={MARK_END}, MaxWords=60, MinWords=30, ShortWord=2, "
                      "MaxFragments=1, FragmentDelimiter=\" … \"")
 
@@ -174,8 +186,9 @@ def _postgres_ranked(conversation_id, terms: Sequence[str], context: Sequence[st
     not_in, ids = _excluding(exclude)
     every = list(dict.fromkeys([*terms, *context]))
     sql = (
-        "SELECT top.id, top.score, ts_headline('english', "
-        f"left(agent_sessions_message_text(top.content, top.tool_calls, top.name), {INDEXED_CHARS}), top.a, %s) "
+        "SELECT top.id, top.score, "
+        + _pg_headline(f"left(agent_sessions_message_text(top.content, top.tool_calls, top.name), {INDEXED_CHARS})",
+                       "top.a") + " "
         "FROM (SELECT m.id, m.content, m.tool_calls, m.name, q.a, ts_rank_cd(m.search_vector, q.a, 1) AS score "
         f"FROM {Message._meta.db_table} AS m JOIN {Session._meta.db_table} AS ss ON ss.id = m.session_id, "
         f"(SELECT ({_pg_query(terms)}) AS q, ({_pg_query(every, '||')}) AS a) AS q "
@@ -224,8 +237,9 @@ _OWNER_HEADLINE_OPTIONS = (f"StartSel={MARK_START}, StopSel={MARK_END}, MaxWords
 
 def _postgres_owner_ranked(owner_id: int, terms: Sequence[str], limit: int) -> OwnerRanked:
     sql = (
-        "SELECT top.id, top.score, ts_headline('english', "
-        f"left(agent_sessions_message_text(top.content, top.tool_calls, top.name), {INDEXED_CHARS}), top.q, %s), "
+        "SELECT top.id, top.score, "
+        + _pg_headline(f"left(agent_sessions_message_text(top.content, top.tool_calls, top.name), {INDEXED_CHARS})",
+                       "top.q") + ", "
         "top.conversation_id, top.role, top.name, top.compacted, top.replaced "
         "FROM (SELECT m.id, m.content, m.tool_calls, m.name, m.conversation_id, m.role, m.replaced, q.q, "
         "(m.archived OR ss.ended_at IS NOT NULL) AS compacted, ts_rank_cd(m.search_vector, q.q, 1) AS score "
