@@ -205,6 +205,7 @@ def compression_recover(*, conversation_id, rerun: bool = True) -> dict:
     if holder is None:
         return {"closed": [], "requeued": None}
     requeued = None
+    finished = None
     try:
         events = list(CompressionEvent.objects.filter(conversation_id=conversation_id,
                                                       status__in=("queued", "running")).order_by("id"))
@@ -215,8 +216,7 @@ def compression_recover(*, conversation_id, rerun: bool = True) -> dict:
             _close_interrupted(ids=closed)
             log.warning("compression events %s of conversation %s were interrupted (their worker stopped)",
                         closed, conversation_id)
-            event = CompressionEvent.objects.select_related("conversation").get(id=closed[-1])
-            live.compression_finished(event)  # re-renders the whole feed: every closed event shows
+            finished = CompressionEvent.objects.select_related("conversation").get(id=closed[-1])
         if again is not None:
             # The job keeps this lease; a copy of it still waiting in the broker finds the lease
             # taken and leaves the event to this one. A manual request ignores the cooldown.
@@ -227,6 +227,9 @@ def compression_recover(*, conversation_id, rerun: bool = True) -> dict:
     finally:
         if requeued is None:
             lock_release(conversation_id=conversation_id, kind=COMPRESSION_LOCK, holder=holder)
+    if finished is not None:
+        # Told once the lease is free: a page shown "interrupted" can ask for a compression at once.
+        live.compression_finished(finished)  # re-renders the whole feed: every closed event shows
     return {"closed": closed, "requeued": requeued}
 
 

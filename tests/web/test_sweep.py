@@ -224,6 +224,31 @@ def test_a_running_compression_whose_lease_expired_is_closed_and_changes_nothing
 
 
 @pytest.mark.django_db
+def test_a_page_told_a_compression_was_interrupted_can_compress_at_once(conversation, monkeypatch):
+    """The push comes after the sweep gave the lease back: a /compress sent the moment the page
+    shows "interrupted" is queued, not refused as already running."""
+    fill_history(conversation, 8)
+    event = compression_event(conversation, "running")
+    expired_lease(conversation, locks.COMPRESSION_LOCK)
+    asked, pushes = [], []
+    told = compaction.live.compression_finished
+
+    def compress_when_told(closed):
+        pushes.append(closed.id)
+        if len(pushes) == 1:  # the first push only (a refused request is pushed too)
+            asked.append(compaction.compression_request(conversation_id=conversation.id, trigger="manual",
+                                                        force=True))
+        told(closed)
+
+    monkeypatch.setattr(compaction.live, "compression_finished", compress_when_told)
+    sweep.sweep_once(redis=Broker())
+
+    event.refresh_from_db()
+    assert event.reason == compaction.INTERRUPTED
+    assert [(e.status, e.reason) for e in asked] == [("queued", "")]
+
+
+@pytest.mark.django_db
 def test_a_queued_compression_whose_job_was_lost_runs_again(conversation):
     fill_history(conversation, 8)
     event = compression_event(conversation, "queued")
