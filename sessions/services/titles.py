@@ -31,7 +31,10 @@ _TIMESTAMP = re.compile(
     r"^\[?\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s*[-|:]?\s*"
     r"|^\[?\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s*[-|:]?\s*")
 _IMAGE_OR_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+# HTML formatting tags are dropped; anything else in angle brackets (`List<String>`, `<name>`) is
+# words the user wrote, kept (titles are always rendered escaped).
+_TAG = re.compile(r"</?(?:a|abbr|b|br|code|del|details|div|em|font|h[1-6]|hr|i|img|ins|kbd|li|mark|ol|p|pre|"
+                  r"s|small|span|strong|sub|summary|sup|table|tbody|td|th|thead|tr|u|ul)\b[^>]*>", re.I)
 _LEAD = re.compile(r"^(?:\s*(?:#{1,6}\s+|>\s*|[-*+]\s+|\d{1,3}[.)]\s+))+")
 _MARKS = re.compile(r"\*\*|__|~~|`")
 _EMPHASIS = re.compile(r"(?<![\w*])[*_](?=\S)(.+?)(?<=\S)[*_](?![\w*])")

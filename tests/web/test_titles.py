@@ -48,6 +48,12 @@ def test_markdown_is_stripped_and_whitespace_collapsed():
     assert titles.title_from_message("   \n\n---\n") == titles.DEFAULT_TITLE
 
 
+def test_html_tags_go_but_other_angle_brackets_are_the_users_words():
+    assert titles.title_from_message("<b>Deploy</b> the <span class='x'>api</span>") == "Deploy the api"
+    assert titles.title_from_message("Check List<String> rendering") == "Check List<String> rendering"
+    assert titles.title_from_message("What goes in <config-dir>/hermes.yaml?") == "What goes in <config-dir>/hermes.yaml?"
+
+
 def test_a_long_line_is_cut_at_a_word_boundary_with_an_ellipsis():
     text = ("Please help me understand why the compression threshold of the two hundred thousand token model "
             "is set where it is")
