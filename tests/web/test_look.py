@@ -187,3 +187,12 @@ def test_the_theme_post_needs_csrf_a_login_post_and_a_known_theme(alice):
     response = anonymous.post(reverse("theme-set"), {"theme": "light"})
     assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
     assert UserPreference.objects.get(user=alice).theme == "dark"
+
+
+@pytest.mark.django_db
+def test_pages_name_an_icon_and_favicon_ico_leads_to_it(client):
+    page = client.get("/accounts/login/").content.decode()
+    icon = re.search(r'<link rel="icon" href="([^"]+)" type="image/svg\+xml">', page)
+    assert icon and icon.group(1).endswith("img/favicon.svg")
+    response = client.get("/favicon.ico")  # asked for by browsers on pages that name no icon (the admin's)
+    assert response.status_code == 301 and response["Location"] == icon.group(1)
