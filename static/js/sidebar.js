@@ -256,6 +256,11 @@
     } else if (active && active.closest && active.closest(".sidebar-confirm") && wrap.contains(active)) {
       cancelDelete(active.closest(".sidebar-confirm"));
       handled = true;
+    } else if (wrap.querySelector(".sidebar-row.editing form.rename-form")) {
+      // A row being renamed is still the innermost open thing when its field lost the focus
+      // (its answer replaced it, say): Esc cancels that rename rather than closing the drawer.
+      cancelRowRename(wrap.querySelector(".sidebar-row.editing form.rename-form"));
+      handled = true;
     } else if (isOpen()) {
       closeDrawer(true);
       handled = true;
