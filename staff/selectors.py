@@ -19,6 +19,7 @@ from django.utils import timezone
 from compression.core.compressor_state import ANTI_THRASH_LIMIT
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
 from sessions.presenters import bar, pressure
+from sessions.selectors import active_sessions_by_conversation
 
 PRESSURE_LIMIT = 200
 FLAGGED_LIMIT = 50
@@ -157,9 +158,7 @@ def conversation_pressure(*, cfg, now: float | None = None, limit: int = PRESSUR
     now = time.time() if now is None else now
     conversations = list(Conversation.objects.select_related("owner").order_by("-last_activity_at")[:limit])
     ids = [c.id for c in conversations]
-    sessions: dict = {}
-    for s in Session.objects.filter(conversation_id__in=ids, ended_at__isnull=True).order_by("id"):
-        sessions[s.conversation_id] = s  # the newest active session wins
+    sessions = active_sessions_by_conversation(ids)
     compressions = dict(CompressionEvent.objects.filter(conversation_id__in=ids, status="compressed").order_by()
                         .values_list("conversation_id").annotate(n=Count("id")))
     rows = []
