@@ -40,13 +40,13 @@ def _reply(request, conversation: Conversation, text: str, *, level: str = "info
 
 @require_GET
 def home(request):
-    from sessions.services.routes import route_default, routes_available
+    from sessions.services.routes import route_default, routes_offered
     from sessions.services.runtime import current_config
 
     cfg = current_config()
     conversations = selectors.conversation_list_for_user(user=request.user)
     return render(request, "sessions/home.html", {"conversations": presenters.conversation_rows(conversations, cfg=cfg),
-                                                  "routes": routes_available(cfg), "default": route_default(cfg)})
+                                                  "routes": routes_offered(cfg), "default": route_default(cfg)})
 
 
 def _model_choice(request) -> tuple[str, str]:
@@ -104,7 +104,7 @@ def conversation_model_switch(request, conversation_id):
 def conversation_detail(request, conversation_id):
     from sessions.services.feasibility import feasibility
     from sessions.services.notices import codex_autoraise_notice_for
-    from sessions.services.routes import route_env, routes_available
+    from sessions.services.routes import route_env, routes_offered
     from sessions.services.runtime import current_config
     from sessions.views_sidebar import sidebar_context
 
@@ -116,7 +116,7 @@ def conversation_detail(request, conversation_id):
         "sidebar": sidebar_context(request, conversation, cfg=cfg),
         "route_label": route_label(conversation.provider, base_url=cfg.model.base_url, env=route_env()),
         "model_label": model_label(conversation.model),
-        "routes": routes_available(cfg),
+        "routes": routes_offered(cfg),
         "feasibility_warnings": feasibility(cfg, conversation=conversation).warnings,
         "codex_notice": codex_autoraise_notice_for(request.user, conversation, cfg=cfg),
         "transcript_html": fragments.render_transcript(conversation, oob=False, turns=turns),

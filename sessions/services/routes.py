@@ -6,24 +6,54 @@ conversation gets) is `llm.routes`; this module applies it to the database. A sw
 explicit user action (SPEC §8): it is recorded as a line in the transcript, resets what belonged
 to the old model (a window lowered by its overflow error, its real prompt size) and the next
 request uses the new model's window; the prompt cache starts cold.
+
+Only models this installation can run are chosen: a model whose window (as a conversation on it
+would get it) is under the minimum of `compression.core.thresholds` is listed in the picker with the
+reason (`routes_offered`), refused when a request names it anyway (`ModelCannotRun`, nothing saved),
+and never the default.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH, ContextWindowTooSmall, check_context_length
+from llm.models import model_label
 from llm.routes import EndpointSettings, ModelChoice, Route, available_routes, default_route, find_route
 from sessions.models import Conversation, Message
 from sessions.services.context import message_append, session_active, session_start
+from sessions.services.runtime import model_window
 
 MODEL_SWITCH = "model_switch"  # Message.name of the transcript line a switch leaves
 
 
 class RouteUnavailable(ValueError):
     """The chosen provider/model is not offered by any configured route; the text says why."""
+
+
+class ModelCannotRun(RouteUnavailable):
+    """A route offers the model but this installation refuses to run it (its window is too small)."""
+
+
+@dataclass(frozen=True)
+class PickerModel:
+    """One option of the model picker; `refusal` is empty when the model runs here, else why not."""
+
+    name: str
+    label: str
+    window_text: str
+    refusal: str = ""
+
+
+@dataclass(frozen=True)
+class PickerRoute:
+    provider: str
+    label: str
+    models: tuple[PickerModel, ...]
 
 
 def route_env() -> dict[str, str]:
@@ -40,20 +70,58 @@ def routes_available(cfg) -> list[Route]:
     return available_routes(route_settings(cfg), route_env())
 
 
+def window_too_small(cfg, choice: ModelChoice) -> int | None:
+    """The window a new conversation on `choice` would run with (the runtime's own rule) when the
+    product refuses it as a main model's; None when it runs."""
+    window = model_window(Conversation(provider=choice.provider, model=choice.model,
+                                       context_length=window_override(cfg, choice)), cfg)
+    try:
+        check_context_length(window)
+    except ContextWindowTooSmall:
+        return window
+    return None
+
+
+def choice_refusal(cfg, choice: ModelChoice) -> str:
+    """Empty when a conversation on `choice` can run here; else why not, as the picker shows it."""
+    window = window_too_small(cfg, choice)
+    return "" if window is None else f"window {window:,} tokens, below the {MINIMUM_CONTEXT_LENGTH:,} minimum"
+
+
+def routes_offered(cfg) -> list[PickerRoute]:
+    """The picker's routes and models, each model with its refusal (empty when it runs here)."""
+    return [PickerRoute(r.provider, r.label, tuple(
+                PickerModel(m.name, m.label, m.window_text, choice_refusal(cfg, ModelChoice(r.provider, m.name)))
+                for m in r.models))
+            for r in routes_available(cfg)]
+
+
 def route_default(cfg) -> ModelChoice:
-    return default_route(route_settings(cfg), route_env())
+    """The admin's default when it is available and runs here; else the installation's own default;
+    else the first model that runs (the admin's default when none does)."""
+    choice = default_route(route_settings(cfg), route_env())
+    candidates = (choice, default_route(EndpointSettings(), route_env()),
+                  *(ModelChoice(r.provider, m.name) for r in routes_available(cfg) for m in r.models))
+    return next((c for c in candidates if not choice_refusal(cfg, c)), choice)
 
 
 def route_resolve(cfg, *, provider: str = "", model: str = "") -> ModelChoice:
-    """The choice asked for when a route offers it; the default when nothing was asked for."""
+    """The choice asked for when a route offers it and it runs here; the default when nothing was
+    asked for."""
     if not provider and not model:
         return route_default(cfg)
-    routes = routes_available(cfg)
-    if find_route(routes, provider, model) is None:
-        offered = "; ".join(f"{r.label}: {', '.join(m.name for m in r.models)}" for r in routes)
+    if find_route(routes_available(cfg), provider, model) is None:
+        offered = "; ".join(f"{r.label}: {names}" for r in routes_offered(cfg)
+                            if (names := ", ".join(m.name for m in r.models if not m.refusal)))
         raise RouteUnavailable(f"{model or '(no model)'} on {provider or '(no provider)'} is not available here "
                                f"(available: {offered}).")
-    return ModelChoice(provider, model)
+    choice = ModelChoice(provider, model)
+    if (window := window_too_small(cfg, choice)) is not None:
+        name = model if model_label(model) == model else f"{model_label(model)} ({model})"
+        raise ModelCannotRun(f"{name} cannot be used here: its context window of {window:,} tokens is below the "
+                             f"minimum of {MINIMUM_CONTEXT_LENGTH:,} tokens that context compression needs. "
+                             "Choose a model with a larger window.")
+    return choice
 
 
 def window_override(cfg, choice: ModelChoice) -> int | None:
