@@ -118,11 +118,9 @@ def run_conversation(conv: Conversation, engine_name: str, *, exam_route: str | 
 
     from compression import settings_store
     from hermes_web.celery import app
-    from sessions.agent.loop import request_estimate
-    from sessions.agent.tools import tool_schemas
     from sessions.models import CompressionEvent, Message
     from sessions.models import Conversation as ConversationRow
-    from sessions.services import runtime
+    from sessions.services import pressure, runtime
     from sessions.services.context import context_messages, session_active, session_start
     from sessions.services.turns import turn_submit
     from simulator import start_simulator
@@ -151,10 +149,8 @@ def run_conversation(conv: Conversation, engine_name: str, *, exam_route: str | 
             session = session_active(row)
             engine = runtime.engine_build(conversation=row, session=session, cfg=cfg)
             messages = context_messages(session)
-            tools = tool_schemas(terminal_enabled=cfg.agent.terminal_enabled) + [
-                {"name": t["name"], "description": t["description"], "parameters": t["parameters"]}
-                for t in engine.get_tool_schemas()]
-            context_tokens = request_estimate(engine, messages, tools)
+            tools = pressure.offered_tools(cfg, engine).all
+            context_tokens = pressure.counted_request(messages, tools)
             originals = Message.objects.filter(conversation=row, visible=True, is_summary=False)
             uncompacted = engine.count_messages_tokens([messages[0], *(m.as_chat() for m in originals)])
             seen = _guaranteed_text(messages, engine_name)

@@ -90,10 +90,11 @@ def render_turn_status(conversation, *, oob: bool = True, turns=None, events=Non
                             {"s": transcript.state(conversation, turns, events), "oob": oob})
 
 
-def render_transcript(conversation, *, oob: bool = True, turns=None) -> str:
+def render_transcript(conversation, *, oob: bool = True, turns=None, events=None) -> str:
     turns = transcript.turns_shown(conversation) if turns is None else turns
     return render_to_string("sessions/_transcript.html", {
-        "entries": transcript.transcript(conversation, turns), "queue": transcript.queue(turns), "oob": oob})
+        "entries": transcript.transcript(conversation, turns, known_events=events), "queue": transcript.queue(turns),
+        "oob": oob})
 
 
 def render_title_changed(conversation) -> str:
@@ -111,7 +112,7 @@ def render_live_state(conversation) -> str:
     events = selectors.compression_events(conversation)
     parts = [render_gauge(conversation, cfg=cfg), render_cache_panel(conversation, cfg=cfg),
              render_to_string("sessions/_event_feed.html", {"events": events, "oob": True}),
-             render_transcript(conversation, turns=turns), render_turn_status(conversation, turns=turns, events=events),
+             render_transcript(conversation, turns=turns, events=events), render_turn_status(conversation, turns=turns, events=events),
              render_title_changed(conversation)]  # a title made while the socket was down
     return "\n".join(parts)
 

@@ -56,7 +56,8 @@ class Session(models.Model):
     last_prompt_tokens = models.IntegerField(default=0, help_text="-1: compressed, waiting for real usage.")
     engine_state = models.JSONField(default=dict, blank=True, help_text="The rest of the engine's exported state.")
     context_length = models.PositiveIntegerField(null=True, blank=True, help_text="Lowered by an overflow error.")
-    threshold_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Lowered to the aux window.")
+    counted_prompt_tokens = models.PositiveIntegerField(
+        default=0, help_text="The counted size of the request whose real prompt is last_prompt_tokens.")
 
     class Meta:
         indexes = [models.Index(fields=["conversation", "ended_at"])]
@@ -259,3 +260,17 @@ class UserPreference(models.Model):
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference")
     theme = models.CharField(max_length=10, choices=THEMES, default="auto")
+
+
+class ModelTokenRatio(models.Model):
+    """A model's measured ratio of real prompt tokens (the provider's usage) to counted ones (the
+    stored tiktoken counts), as decayed sums updated after every response (SPEC §3.4)."""
+
+    model = models.CharField(max_length=200, unique=True)
+    real_sum = models.FloatField(default=0.0)
+    counted_sum = models.FloatField(default=0.0)
+    samples = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.real_sum / self.counted_sum if self.counted_sum else 1.0:.3f}"

@@ -8,66 +8,52 @@ the templates; they never write.
 """
 from __future__ import annotations
 
+from compression.core.breakdown import context_breakdown
 from compression.core.caching import prompt_caching_status
 from compression.core.hygiene import hygiene_threshold
-from compression.core.thresholds import compute_threshold_tokens, resolve_threshold
-from compression.core.tokens import estimate_messages_tokens_rough
+from compression.core.projection import LEVEL_LABELS, pressure_level, ratio_of, turn_growth
 from llm.models import model_label
 from sessions import selectors
 from sessions.models import Conversation, Session
-from sessions.services import runtime
-from sessions.services.context import context_messages
+from sessions.services import pressure, runtime
+from sessions.services.context import SYSTEM_PROMPT, context_rows
 
 CHART_HEIGHT = 60  # px of the tallest bar
 CHART_BASE = 64  # y of the bars' baseline in the SVG
 BAR_WIDTH = 10
 
 
-# The level in words, so the gauge reads without its colours.
-LEVEL_LABELS = {"none": "Empty", "ok": "OK", "warn": "Nearing the compression threshold",
-                "high": "Over the compression threshold", "critical": "Critical: past gateway hygiene (85 %)"}
-
-
-def gauge_level(tokens: int, threshold: int, window: int) -> str:
-    """none (nothing sent yet) · ok (< 80 % of the threshold) · warn (below the threshold) ·
-    high (at the threshold, below gateway hygiene's 85 %) · critical."""
-    if tokens <= 0:
-        return "none"
-    if tokens < 0.8 * threshold:
-        return "ok"
-    if tokens < threshold:
-        return "warn"
-    return "high" if tokens < hygiene_threshold(window) else "critical"
-
-
 # The same levels in a word, for a list row (the sidebar).
 LEVEL_WORDS = {"none": "unused", "ok": "low", "warn": "rising", "high": "high", "critical": "critical"}
 
 
-def pressure(conversation: Conversation, session: Session, cfg) -> dict:
-    """A conversation's context pressure for a list row, without building its engine: the active
-    session's last real prompt against its window and threshold (the configured one, lowered to
-    the auxiliary window when the session says so). The sidebar and the staff dashboard use it."""
-    window = runtime.session_window(conversation, session, cfg)
-    c = cfg.compression
-    decision = resolve_threshold(c.threshold, provider=conversation.provider, model=conversation.model,
-                                 codex_autoraise=c.codex_gpt55_autoraise, codex_autoraise_notice=False)
-    threshold = compute_threshold_tokens(window, decision.threshold, conversation.max_tokens)
-    if session.threshold_tokens and session.threshold_tokens < threshold:
-        threshold = session.threshold_tokens  # lowered to the aux window
-    tokens = max(session.last_prompt_tokens, 0)  # -1: compressed, waiting for real usage
-    return {"window": window, "threshold": threshold, "tokens": tokens, "autoraised": decision.raised,
-            "level": gauge_level(tokens, threshold, window)}
+def pressures(conversations, sessions: dict, cfg) -> dict:
+    """{conversation id: its context pressure for a list row}: the projected next request (SPEC
+    §3.4) against the window and threshold, the same figures the gauge shows, without building an
+    engine or reading the messages (their stored counts are summed by the database). The sidebar
+    and the staff dashboard use it."""
+    conversations = list(conversations)
+    projections = pressure.rows_projection(conversations, sessions, cfg)
+    out = {}
+    for c in conversations:
+        session = sessions.get(c.id) or Session(conversation=c)
+        window = runtime.session_window(c, session, cfg)
+        rule = pressure.threshold_of(c, session, cfg)
+        tokens = pressure.shown_tokens(*projections[c.id])
+        out[c.id] = {"window": window, "threshold": rule.tokens, "tokens": tokens, "autoraised": rule.decision.raised,
+                     "level": pressure_level(tokens, rule.tokens, window)}
+    return out
 
 
 def sidebar_rows(conversations, *, cfg, current_id=None) -> list[dict]:
     """A row per conversation of the sidebar: title, model, pressure in per cent and in a word.
-    Two queries however many rows."""
+    Four queries however many rows."""
     conversations = list(conversations)
     sessions = selectors.active_sessions_by_conversation([c.id for c in conversations])
+    found = pressures(conversations, sessions, cfg)
     rows = []
     for conversation in conversations:
-        p = pressure(conversation, sessions.get(conversation.id) or Session(conversation=conversation), cfg)
+        p = found[conversation.id]
         rows.append({"c": conversation, "model_label": model_label(conversation.model),
                      "pct": round(100.0 * p["tokens"] / p["window"]) if p["window"] else 0, "level": p["level"],
                      "level_word": LEVEL_WORDS[p["level"]], "current": str(conversation.id) == str(current_id)})
@@ -81,35 +67,50 @@ def bar(value: float, peak: float, *, height: float = CHART_HEIGHT, base: float 
 
 
 def gauge(conversation: Conversation, *, cfg=None) -> dict:
+    """The context gauge: the projected next request (SPEC §3.4) against the window, the threshold
+    and gateway hygiene, the last real size beside it, and the level the triggers will act on."""
     cfg = cfg or runtime.current_config()
-    session = selectors.session_active_get(conversation)
+    session, sums = selectors.session_active_with_ratio(conversation)
     window = runtime.session_window(conversation, session, cfg)
-    lowered = blocked = engine = None
+    rule = pressure.threshold_of(conversation, session, cfg)
+    threshold, engine, blocked = rule.tokens, None, None
     try:
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
-        threshold = engine.threshold_tokens
-        lowered = engine.lowered_to_aux_window
         blocked = engine.blocked_reason() if cfg.compression.enabled else None
     except runtime.ConfigurationProblem:
-        threshold = window
-    if session.last_prompt_tokens > 0:
-        tokens, source = session.last_prompt_tokens, "real"
-    elif session.pk is None:  # nothing stored yet
-        tokens, source = 0, "estimated"
-    else:
-        # The stored per-message counts, as the agent loop and the compression event count them,
-        # so the gauge right after a compaction shows the event's figure.
-        messages = context_messages(session)
-        tokens = engine.count_messages_tokens(messages) if engine else estimate_messages_tokens_rough(messages)
-        source = "estimated"
+        pass
+    rows = list(context_rows(session)) if session.pk else []
+    messages = [{"role": "system", "content": session.system_prompt or SYSTEM_PROMPT}, *(r.as_chat() for r in rows)]
+    offered = pressure.offered_tools(cfg, engine)
+    tools = offered.all
+    projection = pressure.projection_of(conversation, session, cfg, messages=messages, tools=tools,
+                                        ratio=ratio_of(*sums))
+    tokens = pressure.shown_tokens(projection, len(rows))
+    sizes = [pressure.message_size(m) for m in messages]
+    growth = round(turn_growth(messages, sizes) * projection.ratio)
+    level = pressure_level(tokens, threshold, window, growth=growth) if tokens else "none"
     pct = min(100.0, 100.0 * tokens / window) if window else 0.0
-    level = gauge_level(tokens, threshold, window)
-    return {"tokens": tokens, "source": source, "window": window, "threshold": threshold, "pct": round(pct, 1),
-            "threshold_pct": round(100.0 * threshold / window, 1),
+    return {"tokens": tokens, "last_real": projection.last_real, "basis": projection.basis,
+            "ratio": round(projection.ratio, 3), "growth": growth, "window": window, "threshold": threshold,
+            "pct": round(pct, 1), "threshold_pct": round(100.0 * threshold / window, 1),
             "hygiene_pct": round(100.0 * hygiene_threshold(window) / window, 1),
             "level": level, "level_label": LEVEL_LABELS[level],
             "compressions": session.compression_count, "enabled": cfg.compression.enabled,
-            "conversation_id": conversation.id, "blocked": blocked, "lowered_to_aux": lowered}
+            "conversation_id": conversation.id, "blocked": blocked, "lowered_to_aux": rule.lowered_to,
+            "breakdown": breakdown(messages, [None, *(r.id for r in rows)],
+                                   tools={"built-in": offered.workspace, "context engine": offered.engine},
+                                   window=window, reserve=conversation.max_tokens or 0, total=tokens)}
+
+
+def breakdown(messages: list[dict], ids: list, *, tools: dict, window: int, reserve: int, total: int) -> dict:
+    """Where the context goes, by kind, scaled to the shown total, and its five largest items."""
+    b = context_breakdown(messages, tools_by_source=tools, window=window, output_reserve=reserve,
+                          total=total or None, refs=ids)
+    parts = [{"kind": p.kind, "slug": p.slug, "label": p.label, "tokens": p.tokens, "pct": p.pct, "x": p.x}
+             for p in b.parts]
+    largest = [{"label": i.label, "tokens": i.tokens, "anchor": f"msg-{i.ref}" if i.ref else "", "preview": i.preview}
+               for i in b.largest]
+    return {"total": total, "window": window, "estimated": b.estimated, "parts": parts, "largest": largest}
 
 
 def _pct(part: float, whole: float) -> float:
@@ -151,13 +152,12 @@ def conversation_rows(conversations, *, cfg=None) -> list[dict]:
     cfg = cfg or runtime.current_config()
     ids = [c.id for c in conversations]
     sessions = selectors.active_sessions_by_conversation(ids)
+    found = pressures(conversations, sessions, cfg)
     hits = selectors.api_call_totals_by_conversation(ids)
     rows = []
     for c in conversations:
-        session = sessions.get(c.id)
-        window = runtime.model_window(c, cfg)
-        used = session.last_prompt_tokens if session and session.last_prompt_tokens > 0 else 0
+        p = found[c.id]
         prompt, read = hits.get(c.id, (0, 0))
-        rows.append({"c": c, "model_label": model_label(c.model), "usage_pct": _pct(used, window),
+        rows.append({"c": c, "model_label": model_label(c.model), "usage_pct": _pct(p["tokens"], p["window"]),
                      "compressions": c.compressions, "hit_rate": _pct(read, prompt) if prompt else None})
     return rows

@@ -2,10 +2,19 @@
 Every lookup of a conversation by a user goes through the owner check here."""
 from __future__ import annotations
 
-from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
-from sessions.models import ApiCall, CompressionEvent, Conversation, ConversationLock, Message, Session, Turn
+from sessions.models import (
+    ApiCall,
+    CompressionEvent,
+    Conversation,
+    ConversationLock,
+    Message,
+    ModelTokenRatio,
+    Session,
+    Turn,
+)
 
 TRANSCRIPT_LIMIT = 500
 RECENT_CALLS = 40
@@ -134,6 +143,18 @@ def session_active_get(conversation: Conversation) -> Session:
     return session or Session(conversation=conversation)
 
 
+def session_active_with_ratio(conversation: Conversation) -> tuple[Session, tuple[float, float]]:
+    """The active session (or an unsaved empty one) and its model's measured (real, counted) sums
+    (zeros when none), in one query."""
+    sums = ModelTokenRatio.objects.filter(model=conversation.model)
+    session = (conversation.sessions.filter(ended_at__isnull=True).order_by("-id")
+               .annotate(ratio_real=Subquery(sums.values("real_sum")[:1]),
+                         ratio_counted=Subquery(sums.values("counted_sum")[:1])).first())
+    if session is None:
+        return Session(conversation=conversation), (0.0, 0.0)
+    return session, (session.ratio_real or 0.0, session.ratio_counted or 0.0)
+
+
 def api_call_totals(conversation: Conversation) -> dict:
     """Sums over the conversation's successful agent calls, and what its summariser calls cost."""
     agent = Q(purpose="agent", error="")
@@ -158,6 +179,13 @@ def active_sessions_by_conversation(ids) -> dict:
     for s in Session.objects.filter(conversation_id__in=ids, ended_at__isnull=True).order_by("id"):
         sessions[s.conversation_id] = s  # the newest active session wins
     return sessions
+
+
+def context_token_sums(session_ids) -> dict:
+    """{session id: (sum of stored token counts, message count)} of the sessions' live context."""
+    rows = (Message.objects.filter(session_id__in=session_ids, archived=False).order_by().values("session_id")
+            .annotate(total=Sum("token_count"), n=Count("id")))
+    return {r["session_id"]: (r["total"] or 0, r["n"]) for r in rows}
 
 
 def api_call_totals_by_conversation(ids) -> dict:

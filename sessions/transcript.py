@@ -48,15 +48,17 @@ def stream_entry(turn: Turn) -> dict:
     return {"kind": "stream", "id": turn.id, "stream_id": turn.stream_id, "text": turn.partial_text or ""}
 
 
-def transcript(conversation: Conversation, turns: list[Turn] | None = None) -> list[dict]:
+def transcript(conversation: Conversation, turns: list[Turn] | None = None, known_events=None) -> list[dict]:
     """Visible messages in order (the newest `selectors.TRANSCRIPT_LIMIT`), failed and stopped
-    turns where they ended, and the running turn's reply so far."""
+    turns where they ended, and the running turn's reply so far. The dividers' events are read
+    in one query, less those in ``known_events`` (the event feed's, on a socket connect)."""
     turns = turns_shown(conversation) if turns is None else turns
     rows = list(conversation.messages.filter(visible=True).order_by("-id")[:selectors.TRANSCRIPT_LIMIT])
     rows.reverse()
-    summary_ids = [m.id for m in rows if m.is_summary]
-    events = {e.summary_message_id: e for e in CompressionEvent.objects.filter(summary_message_id__in=summary_ids)} \
-        if summary_ids else {}
+    events = {e.summary_message_id: e for e in known_events or () if e.summary_message_id}
+    missing = [m.id for m in rows if m.is_summary and m.id not in events]
+    if missing:
+        events.update((e.summary_message_id, e) for e in CompressionEvent.objects.filter(summary_message_id__in=missing))
     ended = sorted((t for t in turns if t.status in ("failed", "stopped") and t.finished_at), key=lambda t: t.finished_at)
     if len(rows) == selectors.TRANSCRIPT_LIMIT:  # older turns belong to messages not shown
         ended = [t for t in ended if t.finished_at >= rows[0].created_at]

@@ -9,7 +9,6 @@ and text.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import threading
@@ -29,6 +28,7 @@ from simulator import policy
 from simulator.cache import DOCUMENTED, PrefixCache, check_mode
 from simulator.clock import SimClock
 from simulator.faults import Fault, FaultQueue, parse_fault_spec
+from simulator.tokens import MemoCounter, ScaledCounter, parse_token_scale
 from simulator.validation import (
     SUPPORTED_API_VERSIONS,
     InvalidRequest,
@@ -67,31 +67,6 @@ class Turn:
     prompt_tokens: int
 
 
-class MemoCounter:
-    """Token counts remembered by text digest: a long conversation resends the same blocks on
-    every turn, and hashing is far cheaper than tokenising them again."""
-
-    def __init__(self, count: Callable[[str], int], max_entries: int = 200_000):
-        self._count = count
-        self._memo: dict[bytes, int] = {}
-        self._max = max_entries
-        self._lock = threading.Lock()
-
-    def __call__(self, text: str) -> int:
-        if len(text) < 64:
-            return self._count(text)
-        key = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
-        cached = self._memo.get(key)
-        if cached is not None:
-            return cached
-        n = self._count(text)
-        with self._lock:
-            if len(self._memo) >= self._max:
-                self._memo.clear()
-            self._memo[key] = n
-        return n
-
-
 def _load_models_env(value: str) -> ModelCatalog:
     text = value.strip()
     if not text.startswith(("[", "{")):
@@ -112,12 +87,13 @@ class Simulator:
         retry_after_ms: int = DEFAULT_RETRY_AFTER_MS,
         faults: Iterable[tuple[Fault, int | None]] = (),
         cache_mode: str = DOCUMENTED,
+        token_scale: float = 1.0,
     ):
         if models is None:
             models = ModelCatalog()
         self.catalog = models if isinstance(models, ModelCatalog) else ModelCatalog(models)
         self.clock = clock or SimClock()
-        self.count_tokens = MemoCounter(count_tokens)
+        self.count_tokens = ScaledCounter(MemoCounter(count_tokens), parse_token_scale(token_scale))
         self.message_overhead = message_overhead
         self.api_keys = frozenset(api_keys) if api_keys else None
         self.strict_roles = strict_roles
@@ -147,6 +123,8 @@ class Simulator:
             kwargs["retry_after_ms"] = int(env["HERMES_SIM_RETRY_AFTER_MS"])
         if env.get("HERMES_SIM_STRICT_ROLES", "").lower() in ("1", "true", "yes", "on"):
             kwargs["strict_roles"] = True
+        if env.get("HERMES_SIM_TOKEN_SCALE"):
+            kwargs["token_scale"] = parse_token_scale(env["HERMES_SIM_TOKEN_SCALE"])
         if env.get("HERMES_SIM_CACHE"):
             try:
                 kwargs["cache_mode"] = check_mode(env["HERMES_SIM_CACHE"].strip().lower())
@@ -166,11 +144,13 @@ class Simulator:
         self._log: deque[dict[str, Any]] = deque(maxlen=LOG_SIZE)
 
     def reset(self) -> None:
-        """Forget the cache, stats and server faults; the clock returns to real time."""
+        """Forget the cache, stats and server faults; the clock returns to real time and the token
+        scale to its configured value."""
         with self._lock:
             self.cache.clear()
             self.faults.clear()
             self.clock.reset()
+            self.count_tokens.scale = self.count_tokens.default
             self._reset_stats()
 
     def stats(self) -> dict[str, Any]:
@@ -182,6 +162,7 @@ class Simulator:
                 "totals": dict(self._totals),
                 "cache_entries": len(self.cache),
                 "cache_mode": self.cache.mode,
+                "token_scale": self.count_tokens.scale,
                 "clock": self.clock.now(),
                 "log": list(self._log),
             }

@@ -14,6 +14,7 @@ Control routes (tests and benchmarks; no auth, loopback only):
   POST /_sim/reset                  cache, stats, server faults, clock offset
   GET  /_sim/faults | POST /_sim/faults {"fault": "429=20", "count": 2} | {"clear": true}
   GET  /_sim/clock  | POST /_sim/clock {"advance": seconds} | {"set": t}
+  GET  /_sim/tokens | POST /_sim/tokens {"scale": 1.25}   the provider tokenizer's scale (reset by /_sim/reset)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from simulator import openai_wire
 from simulator.engine import MAX_BODY_BYTES, SimError, Simulator
 from simulator.faults import FAULT_HEADER, Fault, parse_fault
 from simulator.sse import stream_events
+from simulator.tokens import parse_token_scale
 
 DEFAULT_SLOW_SECONDS = 0.05
 
@@ -256,6 +258,13 @@ class SimulatorHTTPServer(ThreadingHTTPServer):
                 except ValueError as exc:
                     raise SimError(400, "invalid_request_error", str(exc)) from None
             return Response(json=sim.clock.snapshot())
+        if path == "/_sim/tokens":
+            if method == "POST":
+                try:
+                    sim.count_tokens.scale = parse_token_scale(body.get("scale"))
+                except ValueError as exc:
+                    raise SimError(400, "invalid_request_error", str(exc)) from None
+            return Response(json={"scale": sim.count_tokens.scale})
         raise SimError(404, "not_found_error", f"Not found: {method} {path}")
 
 

@@ -86,6 +86,14 @@ def families(snapshot: dict) -> Iterator[Metric]:
     yield _counter("hermes_cost_saved_usd",
                    "US dollars saved by prompt caching on agent calls (cost without cache minus cost).", cache["saved"])
     yield _gauge("hermes_conversations_total", "Conversations stored.", snapshot["conversations"])
+    levels = GaugeMetricFamily(
+        "hermes_conversations_by_pressure",
+        "Recently active conversations by context pressure: the projected next request against the compression "
+        "threshold (ok, warn = one more turn could cross it, high, critical = past gateway hygiene).",
+        labels=("level",))
+    for level, n in snapshot.get("pressure", {}).items():
+        levels.add_metric((level,), float(n))
+    yield levels
 
 
 class HermesCollector(Collector):

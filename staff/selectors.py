@@ -18,8 +18,9 @@ from django.utils import timezone
 
 from compression.core.compressor_state import ANTI_THRASH_LIMIT
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
-from sessions.presenters import bar, pressure
+from sessions.presenters import LEVEL_WORDS, bar, pressures
 from sessions.selectors import active_sessions_by_conversation
+from sessions.services.runtime import current_config
 
 PRESSURE_LIMIT = 200
 FLAGGED_LIMIT = 50
@@ -153,18 +154,19 @@ def daily_chart(rows: list[dict]) -> dict:
 
 
 def conversation_pressure(*, cfg, now: float | None = None, limit: int = PRESSURE_LIMIT) -> dict:
-    """The ``limit`` most recently active conversations with their active session's last real prompt
-    tokens against its window and threshold, highest pressure first. Three queries."""
+    """The ``limit`` most recently active conversations with their active session's projected next
+    request (SPEC §3.4) against its window and threshold, highest pressure first. Five queries."""
     now = time.time() if now is None else now
     conversations = list(Conversation.objects.select_related("owner").order_by("-last_activity_at")[:limit])
     ids = [c.id for c in conversations]
     sessions = active_sessions_by_conversation(ids)
     compressions = dict(CompressionEvent.objects.filter(conversation_id__in=ids, status="compressed").order_by()
                         .values_list("conversation_id").annotate(n=Count("id")))
+    found = pressures(conversations, sessions, cfg)
     rows = []
     for conv in conversations:
         session = sessions.get(conv.id) or Session(conversation=conv)
-        p = pressure(conv, session, cfg)
+        p = found[conv.id]
         window, threshold, tokens = p["window"], p["threshold"], p["tokens"]
         pct = round(100.0 * tokens / window, 1) if window else 0.0
         cooling = session.cooldown_until is not None and session.cooldown_until > now
@@ -185,9 +187,19 @@ def conversation_pressure(*, cfg, now: float | None = None, limit: int = PRESSUR
 # --- Everything ---------------------------------------------------------------------------------
 
 
-def metrics_snapshot(*, now: float | None = None) -> dict:
+def pressure_levels(*, cfg) -> dict:
+    """{level: how many of the most recently active conversations are at it}, on the same
+    projection the gauge shows."""
+    levels = dict.fromkeys(LEVEL_WORDS, 0)
+    for row in conversation_pressure(cfg=cfg)["rows"]:
+        levels[row["level"]] += 1
+    return levels
+
+
+def metrics_snapshot(*, now: float | None = None, cfg=None) -> dict:
     """The figures /metrics exposes (no per-conversation rows)."""
     return {
+        "pressure": pressure_levels(cfg=cfg or current_config()),
         "compressions": compression_counts(),
         "sessions": session_flags(now=now),
         "cache": cache_totals(),

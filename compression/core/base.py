@@ -22,13 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .thresholds import (
-    DEFAULT_TARGET_RATIO,
-    DEFAULT_THRESHOLD,
-    cap_threshold_tokens,
-    compute_tail_token_budget,
-    compute_threshold_tokens,
-)
+from .thresholds import DEFAULT_TARGET_RATIO, DEFAULT_THRESHOLD, compute_tail_token_budget, threshold_rule
 from .tokens import MESSAGE_OVERHEAD_TOKENS, MessageTokenCache, RunningTotal
 
 Status = Literal["compressed", "aborted", "noop"]
@@ -129,16 +123,17 @@ class ContextEngine(ABC):
         target_ratio: float = DEFAULT_TARGET_RATIO,
         max_tokens: int | None = None,
         summariser_context_length: int | None = None,
-        threshold_tokens_cap: int | None = None,
-        **_: Any,
+        **kwargs: Any,
     ) -> None:
         """The host's configuration (the same keywords the built-in takes; unknown ones are ignored)."""
         self.context_length = int(context_length or 0)
         if self.context_length > 0:
-            tokens = compute_threshold_tokens(self.context_length, threshold, max_tokens)
-            self.threshold_tokens, self.lowered_to_aux_window = cap_threshold_tokens(
-                tokens, summariser_context_length, threshold_tokens_cap
+            rule = threshold_rule(
+                self.context_length, threshold, max_tokens=max_tokens, provider=kwargs.get("provider"),
+                model=kwargs.get("model"), codex_autoraise=kwargs.get("codex_autoraise", True),
+                summariser_window=summariser_context_length,
             )
+            self.threshold_tokens, self.lowered_to_aux_window = rule.tokens, rule.lowered_to
             self.tail_token_budget = compute_tail_token_budget(self.threshold_tokens, target_ratio)
 
     @abstractmethod
@@ -178,10 +173,6 @@ class ContextEngine(ABC):
         if cache is None:
             cache = self.__dict__["_base_token_cache"] = MessageTokenCache()
         return cache
-
-    def note_request_estimate(self, rough_tokens: int) -> None:
-        """The rough size of the request about to be sent (the built-in uses it as a preflight baseline)."""
-        return None
 
     def preview(self, messages: Sequence[Mapping[str, Any]], focus_topic: str | None = None) -> CompressionPreview:
         """What ``compress`` would do; an engine without a preview says so instead of guessing."""
@@ -225,7 +216,7 @@ class ContextEngine(ABC):
     def has_content_to_compress(self, messages: Sequence[dict[str, Any]]) -> bool:
         return True
 
-    def should_defer_preflight_to_real_usage(self, rough_tokens: int) -> bool:
+    def should_defer_preflight_to_real_usage(self, tokens: int) -> bool:
         return False
 
     def update_model(self, model: str | None = None, context_length: int | None = None, **kwargs: Any) -> None:

@@ -24,8 +24,8 @@ Guarantees:
   ``blocked_reason()`` says why, until a real prompt below the threshold.
 - After assembly, images older than the newest image-bearing user message are replaced by a
   placeholder (``media``).
-- Configuration comes through the constructor only: the summariser window and a per-session
-  ``threshold_tokens_cap`` lower ``threshold_tokens`` (and the tail budget) when smaller (SPEC §7.1).
+- Configuration comes through the constructor only: the summariser window lowers
+  ``threshold_tokens`` (and the tail budget) when smaller (SPEC §7.1, ``thresholds.threshold_rule``).
 - Time comes only from the injected ``clock`` (monotonic) and ``wall_clock`` (persisted cooldowns);
   today's date for the summary prompt is passed to ``compress(today=…)`` by the host.
 - Token counts come from a per-message cache honouring stored ``_tokens``: history is tokenised at
@@ -77,14 +77,12 @@ from .thresholds import (
     DEFAULT_TARGET_RATIO,
     DEFAULT_THRESHOLD,
     MINIMUM_CONTEXT_LENGTH,
-    cap_threshold_tokens,
     check_context_length,
     clamp_target_ratio,
     compute_max_summary_tokens,
     compute_tail_token_budget,
-    compute_threshold_tokens,
     normalise_max_tokens,
-    resolve_threshold,
+    threshold_rule,
 )
 from .tokens import (
     MESSAGE_OVERHEAD_TOKENS,
@@ -133,21 +131,18 @@ class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
         wall_clock: Callable[[], float] = time.time,
         token_counter: Callable[[Mapping[str, Any]], int] | None = None,
         summariser_context_length: int | None = None,
-        threshold_tokens_cap: int | None = None,
         fallback_summariser: Summariser | None = None,
     ) -> None:
         """``summariser_context_length``: the auxiliary model's window (for ``auxiliary.provider =
         auto`` the main model's). It sizes the chunks the middle is read in and caps the threshold
         (SPEC §7.1). None (unknown): chunks are sized for the 64,000-token minimum an auxiliary
         model must have, which never overflows but may take more calls, and the threshold is kept.
-        ``threshold_tokens_cap``: the session's stored threshold, if any.
         ``fallback_summariser``: tried once when ``summariser`` fails (the main model)."""
         if on_summary_failure not in ON_FAILURE_CHOICES:
             raise ValueError(f"on_summary_failure must be one of {ON_FAILURE_CHOICES} (got {on_summary_failure!r})")
         self.summariser = summariser
         self.fallback_summariser = fallback_summariser
         self.configured_summariser_context_length = _positive_int(summariser_context_length)
-        self.threshold_tokens_cap = _positive_int(threshold_tokens_cap)
         self.on_summary_failure = on_summary_failure
         self.protect_first_n = max(0, int(protect_first_n))
         self.protect_last_n = max(1, int(protect_last_n))
@@ -169,24 +164,23 @@ class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
 
     def _configure(self, context_length: int) -> None:
         check_context_length(context_length)
-        decision = resolve_threshold(
+        rule = threshold_rule(
+            context_length,
             self.configured_threshold,
+            max_tokens=self.max_tokens,
             provider=self.provider,
             model=self.model,
             codex_autoraise=self.codex_autoraise,
             codex_autoraise_notice=self.codex_autoraise_notice,
+            summariser_window=self.configured_summariser_context_length,
         )
         self.context_length = context_length
-        self.threshold = decision.threshold
-        self.threshold_notice = decision.notice
+        self.threshold = rule.decision.threshold
+        self.threshold_notice = rule.decision.notice
         self.summariser_context_length = self.configured_summariser_context_length or min(
             context_length, MINIMUM_CONTEXT_LENGTH
         )
-        self.threshold_tokens, self.lowered_to_aux_window = cap_threshold_tokens(
-            compute_threshold_tokens(context_length, self.threshold, self.max_tokens),
-            self.configured_summariser_context_length,
-            self.threshold_tokens_cap,
-        )
+        self.threshold_tokens, self.lowered_to_aux_window = rule.tokens, rule.lowered_to
         self.tail_token_budget = compute_tail_token_budget(self.threshold_tokens, self.target_ratio)
         self.max_summary_tokens = compute_max_summary_tokens(context_length)
 
@@ -213,8 +207,6 @@ class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
         self.last_prompt_tokens = 0
         self.last_real_prompt_tokens = 0
         self._awaiting_real_usage = False
-        self._rough_baseline = 0
-        self._pending_rough = 0
         self.ineffective_count = 0
         self.ineffective_reason = ""
         self._verdict_pending = False
@@ -389,7 +381,6 @@ class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
             self._cooldown_deadline = 0.0
         self.last_prompt_tokens = -1
         self._awaiting_real_usage = True
-        self._pending_rough = 0
         log.info(
             "Compressed: %d -> %d messages (~%d -> %d tokens, %.0f%% rough savings; summariser read %d "
             "messages, %d tokens in %d calls)",

@@ -12,7 +12,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .hygiene import should_defer_preflight
 from .usage import prompt_tokens_of
 
 TRANSIENT_COOLDOWN_SECONDS = 60
@@ -55,8 +54,6 @@ class TriggerState:
         self._cooldown_deadline = 0.0
         self._cooldown_reason = ""
         self._awaiting_real_usage = False
-        self._rough_baseline = 0
-        self._pending_rough = 0
 
     def on_session_reset(self) -> None:
         self._reset_session_state()
@@ -66,21 +63,17 @@ class TriggerState:
         self._awaiting_real_usage = False
         verdict_pending, self._verdict_pending = self._verdict_pending, False  # consumed either way
         if not prompt:
-            self.last_prompt_tokens = 0  # no real usage: callers fall back to the rough estimate
+            self.last_prompt_tokens = 0  # no real usage: callers project from the counted request
             return
         self.last_prompt_tokens = prompt
         self.last_real_prompt_tokens = prompt
         if prompt < self.threshold_tokens:
             self.ineffective_count = 0  # a fitting real prompt re-opens automatic compression
             self.ineffective_reason = ""
-            self._rough_baseline = self._pending_rough or self._rough_baseline
-        else:
-            self._rough_baseline = 0
-            if verdict_pending:
-                # The compaction did not bring the real prompt under the threshold: what is left is
-                # mostly the system prompt and tool schemas, which no compaction can shrink.
-                self._strike(INEFFECTIVE_STILL_OVER)
-        self._pending_rough = 0
+        elif verdict_pending:
+            # The compaction did not bring the real prompt under the threshold: what is left is
+            # mostly the system prompt and tool schemas, which no compaction can shrink.
+            self._strike(INEFFECTIVE_STILL_OVER)
 
     def _strike(self, why: str) -> None:
         self.ineffective_count += 1
@@ -118,21 +111,9 @@ class TriggerState:
             tokens = 0  # −1: compression just ran; wait for real usage
         return tokens >= self.threshold_tokens and self.blocked_reason() is None
 
-    def should_defer_preflight_to_real_usage(self, rough_tokens: int) -> bool:
-        """Preflight rule of SPEC §5.2; also remembers ``rough_tokens`` as the next call's estimate."""
-        deferred = should_defer_preflight(
-            rough_tokens,
-            threshold_tokens=self.threshold_tokens,
-            awaiting_real_usage=self._awaiting_real_usage or self.last_prompt_tokens == -1,
-            last_real_prompt_tokens=self.last_real_prompt_tokens,
-            rough_baseline=self._rough_baseline,
-        )
-        self.note_request_estimate(rough_tokens)
-        return deferred
-
-    def note_request_estimate(self, rough_tokens: int) -> None:
-        """The rough estimate of the request about to be sent; the baseline if its real prompt fits."""
-        self._pending_rough = max(0, int(rough_tokens))
+    def should_defer_preflight_to_real_usage(self, tokens: int) -> bool:
+        """Preflight rule of SPEC §5.2: right after a compaction, wait for the next real prompt."""
+        return tokens >= self.threshold_tokens and (self._awaiting_real_usage or self.last_prompt_tokens == -1)
 
     def _start_cooldown(self, seconds: float, reason: str) -> None:
         self._cooldown_deadline = self._clock() + seconds
@@ -153,7 +134,6 @@ class TriggerState:
             "last_prompt_tokens": self.last_prompt_tokens,
             "last_real_prompt_tokens": self.last_real_prompt_tokens,
             "awaiting_real_usage": self._awaiting_real_usage,
-            "rough_baseline": self._rough_baseline,
             "last_failure": self.last_failure,
         }
 
@@ -167,7 +147,6 @@ class TriggerState:
         self.last_prompt_tokens = int(state.get("last_prompt_tokens") or 0)
         self.last_real_prompt_tokens = int(state.get("last_real_prompt_tokens") or 0)
         self._awaiting_real_usage = bool(state.get("awaiting_real_usage"))
-        self._rough_baseline = int(state.get("rough_baseline") or 0)
         self.last_failure = state.get("last_failure")
         until = state.get("cooldown_until")
         if until:

@@ -6,6 +6,9 @@ Guarantees:
   0.75 small-window floor is deliberately NOT applied (200,000 → 100,000).
 - ``resolve_threshold`` applies the Codex autoraise (0.85 for gpt-5.4/5.5/5.6 on ``openai-codex``),
   which only ever raises the configured value, and says whether a notice is due.
+- ``threshold_rule`` is the one place the whole rule is put together (window, configured share with
+  the autoraise, the 64,000 floor, the output reserve, the summariser's window as a cap): every
+  engine, page figure and warning asks it.
 - Out-of-range inputs are clamped defensively (forms reject them; the engine must not crash).
 - Pure functions; no state.
 """
@@ -82,8 +85,8 @@ def compute_threshold_tokens(context_length: int, threshold: float = DEFAULT_THR
 def cap_threshold_tokens(threshold_tokens: int, *caps: int | None) -> tuple[int, int | None]:
     """``(threshold, lowered_to)``: the threshold lowered to the smallest positive cap below it.
 
-    The caps are the summariser's window (SPEC §7.1: it must be able to read what it summarises)
-    and a per-session stored threshold; ``lowered_to`` is None when no cap applied.
+    The cap is the summariser's window (SPEC §7.1: it must be able to read what it summarises);
+    ``lowered_to`` is None when no cap applied.
     """
     limit = min((int(c) for c in caps if isinstance(c, int) and not isinstance(c, bool) and c > 0), default=None)
     if limit is not None and limit < threshold_tokens:
@@ -151,3 +154,32 @@ def resolve_threshold(
             f"compression.codex_gpt55_autoraise."
         )
     return ThresholdDecision(CODEX_AUTORAISE_THRESHOLD, raised=True, notice=notice, from_threshold=configured)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The compression threshold of one conversation's model, and how it was reached."""
+
+    tokens: int
+    decision: ThresholdDecision
+    lowered_to: int | None = None  # the summariser's window, when it capped the threshold
+
+
+def threshold_rule(
+    context_length: int,
+    threshold: Any = DEFAULT_THRESHOLD,
+    *,
+    max_tokens: Any = None,
+    provider: str | None = None,
+    model: str | None = None,
+    codex_autoraise: bool = True,
+    codex_autoraise_notice: bool = True,
+    summariser_window: int | None = None,
+) -> Threshold:
+    """SPEC §4 as one call: the configured share (raised for Codex gpt-5.x), the floor and the output
+    reserve of ``compute_threshold_tokens``, then the summariser's window as a cap (SPEC §7.1)."""
+    decision = resolve_threshold(threshold, provider=provider, model=model, codex_autoraise=codex_autoraise,
+                                 codex_autoraise_notice=codex_autoraise_notice)
+    tokens, lowered_to = cap_threshold_tokens(
+        compute_threshold_tokens(context_length, decision.threshold, max_tokens), summariser_window)
+    return Threshold(tokens, decision, lowered_to)

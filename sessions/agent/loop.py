@@ -25,13 +25,12 @@ from django.utils import timezone
 
 from compression.core.caching import apply_cache_strategy, prompt_caching_status
 from compression.core.hygiene import MAX_PREFLIGHT_PASSES, made_progress, preflight_gate
-from compression.core.tokens import estimate_request_tokens_rough, estimate_tokens_rough, tools_text
 from llm.base import Final, TextDelta
 from llm.errors import ProviderError
 from sessions import live
-from sessions.agent.tools import run_tool, tool_schemas
+from sessions.agent.tools import run_tool
 from sessions.models import Conversation, Session, Turn
-from sessions.services import runtime
+from sessions.services import pressure, runtime
 from sessions.services.compaction import compression_inline
 from sessions.services.context import context_messages, context_rows, message_append, session_active
 from sessions.services.conversations import title_after_reply
@@ -163,6 +162,7 @@ def turn_run(*, turn: Turn, holder: str) -> None:
 
 
 def _preflight(conversation: Conversation, cfg, tools: list[dict]) -> None:
+    """SPEC §5.2: the projected next request (§3.4) against the threshold, up to 3 passes."""
     for _ in range(MAX_PREFLIGHT_PASSES):
         session = session_active(conversation)
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
@@ -173,21 +173,13 @@ def _preflight(conversation: Conversation, cfg, tools: list[dict]) -> None:
                               threshold_tokens=threshold, protect_first_n=cfg.compression.protect_first_n,
                               protect_last_n=cfg.compression.protect_last_n):
             return
-        rough = request_estimate(engine, messages, tools)
-        if rough < threshold or engine.should_defer_preflight_to_real_usage(rough):
+        projected = pressure.projection_of(conversation, session, cfg, messages=messages, tools=tools).tokens
+        if projected < threshold or engine.should_defer_preflight_to_real_usage(projected):
             return
-        outcome = compression_inline(conversation_id=conversation.id, trigger="preflight", current_tokens=rough)
+        outcome = compression_inline(conversation_id=conversation.id, trigger="preflight", current_tokens=projected)
         e = outcome.event
         if not outcome.compressed or not made_progress(e.messages_before, e.messages_after, e.tokens_before, e.tokens_after):
             return
-
-
-def request_estimate(engine, messages: list[dict], tools: list[dict]) -> int:
-    """A request's size before it is sent: the stored per-message counts (tiktoken, counted once
-    per message) plus the tool schemas, never below the chars/4 rough estimate. chars/4 alone
-    under-counts code and logs, which let a real prompt over the threshold slip past preflight."""
-    precise = engine.count_messages_tokens(messages) + estimate_tokens_rough(tools_text(tools))
-    return max(precise, estimate_request_tokens_rough(messages, tools=tools))
 
 
 def _request_parts(messages: list[dict], tools: list[dict], cfg, conversation: Conversation,
@@ -259,18 +251,6 @@ def _keep_stopped_reply(turn: Turn, conversation: Conversation, session: Session
     live.message_added(assistant, stream_id=turn.stream_id)
 
 
-def _engine_tool_schemas(engine) -> list[dict]:
-    """The context engine's own tools in the agent's schema shape (name, description, parameters)."""
-    schemas = []
-    for schema in engine.get_tool_schemas() or []:
-        if isinstance(schema, dict) and isinstance(schema.get("function"), dict):
-            schema = schema["function"]
-        if isinstance(schema, dict) and schema.get("name"):
-            schemas.append({"name": schema["name"], "description": schema.get("description", ""),
-                            "parameters": schema.get("parameters") or {"type": "object", "properties": {}}})
-    return schemas
-
-
 def _engine_tool_call(engine, name: str, arguments: str, messages: list[dict]) -> str:
     """Run one of the engine's tools; whatever goes wrong comes back to the model as an error."""
     try:
@@ -287,21 +267,26 @@ def _engine_tool_call(engine, name: str, arguments: str, messages: list[dict]) -
     return result if isinstance(result, str) else json.dumps(result, default=str)
 
 
+def _measured(session: Session, conversation: Conversation, *, real: int, counted: int) -> None:
+    """The real prompt of a response against the counted request that was sent: the session's
+    starting point for the next projection, and one more sample of the model's ratio."""
+    if real and real > 0:
+        session.last_prompt_tokens, session.counted_prompt_tokens = real, counted
+    else:
+        session.counted_prompt_tokens = 0
+    session.save(update_fields=["last_prompt_tokens", "counted_prompt_tokens"])
+    pressure.ratio_record(model=conversation.model, real=real or 0, counted=counted)
+
+
 RECOVERY_HINT = ("Try `/compress <topic>` to keep only what matters, start a new conversation with `/new`, "
                  "or switch to a model with a larger context window.")
 
 
 def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
     cfg = runtime.current_config()
-    engine_tools = _engine_tool_schemas(runtime.engine_build(conversation=conversation,
-                                                             session=session_active(conversation), cfg=cfg))
-    workspace_tools = tool_schemas(terminal_enabled=cfg.agent.terminal_enabled)
-    taken = {t["name"] for t in workspace_tools}
-    for clash in [t["name"] for t in engine_tools if t["name"] in taken]:
-        log.warning("context engine tool %r has the name of a workspace tool; it is not offered", clash)
-    engine_tools = [t for t in engine_tools if t["name"] not in taken]  # the API refuses duplicate names
-    tools = workspace_tools + engine_tools
-    engine_tool_names = {t["name"] for t in engine_tools}
+    offered = pressure.offered_tools(cfg, runtime.engine_build(conversation=conversation,
+                                                               session=session_active(conversation), cfg=cfg))
+    tools, engine_tool_names = offered.all, offered.engine_names
     provider = runtime.main_provider(conversation, cfg)
     if cfg.compression.enabled:
         _preflight(conversation, cfg, tools)
@@ -314,7 +299,7 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
         messages = context_messages(session)
         request, request_tools = _request_parts(messages, tools, cfg, conversation, session)
-        rough = request_estimate(engine, messages, tools)
+        counted = pressure.counted_request(messages, tools)
         started = time.monotonic()
         try:
             final = _stream_once(provider=provider, conversation=conversation, messages=request,
@@ -347,9 +332,9 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
         turn.iterations += 1
         usage_record(conversation_id=conversation.id, session_id=session.id, usage=final.usage, model=final.model or conversation.model,
                      provider=provider.name, latency=final.latency, stop_reason=final.stop_reason)
-        engine.note_request_estimate(rough)  # becomes the preflight baseline if the real prompt fits
         engine.update_from_response(final.usage)
         runtime.engine_state_save(session=session, engine=engine)
+        _measured(session, conversation, real=final.usage.prompt_tokens, counted=counted)
         assistant = message_append(session=session, role="assistant", content=final.message.get("content"),
                                    tool_calls=final.tool_calls or None)
         Turn.objects.filter(id=turn.id).update(partial_text=None, iterations=turn.iterations)
@@ -372,13 +357,14 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
             tool_msg = message_append(session=session, role="tool", content=content, tool_call_id=call["id"],
                                       name=fn.get("name", ""))
             live.tool_result_added(tool_msg)
-        # Post-response check: the real prompt of that response against the threshold.
+        # Post-response check (SPEC §5.3): the real prompt of that response, with the tool results
+        # just appended projected on top of it (the request about to be sent); with no usage, the
+        # projection from the counted request, never 0.
         if cfg.compression.enabled:
             session.refresh_from_db()
             engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
-            # A response without usage is judged on the rough estimate of what comes next (SPEC §5.3),
-            # never on 0.
-            prompt = final.usage.prompt_tokens or request_estimate(engine, context_messages(session), tools)
+            prompt = max(final.usage.prompt_tokens or 0, pressure.projection_of(
+                conversation, session, cfg, messages=context_messages(session), tools=tools).tokens)
             if engine.should_compress(prompt):
                 compression_inline(conversation_id=conversation.id, trigger="post_response")
     raise TurnFailed(f"Stopped after {cfg.agent.max_iterations} model calls in one turn (the iteration cap). "

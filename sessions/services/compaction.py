@@ -28,7 +28,7 @@ from compression.core.summary import SummariserUnavailable, SummaryResult, summa
 from llm.models import get_model
 from sessions import live
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
-from sessions.services import runtime
+from sessions.services import pressure, runtime
 from sessions.services.context import context_messages, context_rows, message_append, session_active
 from sessions.services.enqueue import enqueue_fast
 from sessions.services.locks import COMPRESSION_LOCK, TURN_LOCK, lease_kept, lock_acquire, lock_refresh, lock_release
@@ -153,11 +153,10 @@ def _persist(*, conversation: Conversation, session: Session, result, in_place: 
             session.ended_at = timezone.now()
             session.end_reason = "compression"
             session.save(update_fields=["ended_at", "end_reason"])
-            # What the session learnt about the model (a window lowered by an overflow error, a
-            # threshold lowered to the summariser's window) holds for its continuation too.
+            # What the session learnt about the model (a window lowered by an overflow error) holds
+            # for its continuation too.
             target = Session.objects.create(conversation=conversation, parent=session,
-                                            context_length=session.context_length,
-                                            threshold_tokens=session.threshold_tokens)
+                                            context_length=session.context_length)
         target.system_prompt = system["content"] if isinstance(system["content"], str) else str(system["content"])
         target.save(update_fields=["system_prompt"])
         summary_row = None
@@ -363,7 +362,7 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
         event.status = _event_status(result)
         event.reason = "; ".join(r for r in (event.reason, result.reason) if r)
         event.messages_before, event.messages_after = result.messages_before, result.messages_after
-        event.tokens_before, event.tokens_after = result.tokens_before, result.tokens_after
+        event.tokens_before, event.tokens_after = _request_sizes(conversation, session, cfg, engine, messages, result)
         event.pruned_count, event.summarized_count = result.pruned_count, result.summarized_count
         event.summary = result.summary or ""
         event.messages_read, event.tokens_read = result.messages_read, result.tokens_read
@@ -396,6 +395,18 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
             lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
     live.compression_finished(event)
     return Outcome(event=event, session=session)
+
+
+def _request_sizes(conversation: Conversation, session: Session, cfg, engine, messages, result) -> tuple[int, int]:
+    """The next request's projected size before and after (SPEC §3.4: tool schemas included, in the
+    model's tokens), as the gauge shows it on either side of the compaction."""
+    tools = pressure.offered_tools(cfg, engine).all
+    before = pressure.projection_of(conversation, session, cfg, messages=messages, tools=tools)
+    if result.status != "compressed":
+        return before.tokens, before.tokens
+    after = pressure.project(Session(), counted=pressure.counted_request(list(result.messages), tools),
+                             ratio=before.ratio)
+    return before.tokens, after.tokens
 
 
 def _summariser_cost(conversation: Conversation, *, session_ids, since) -> Decimal:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH, compute_threshold_tokens, resolve_threshold
+from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH, threshold_rule
 from llm.models import UNKNOWN_MODEL_WINDOW, get_model
 from sessions.services.runtime import model_window
 
@@ -44,10 +44,10 @@ def _default_window(cfg) -> int:
 
 
 def _main_threshold(cfg, window: int, provider: str, model: str, max_tokens: int) -> int:
+    """The threshold before the summariser's window caps it (the warning below is about that cap)."""
     c = cfg.compression
-    decision = resolve_threshold(c.threshold, provider=provider, model=model,
-                                 codex_autoraise=c.codex_gpt55_autoraise, codex_autoraise_notice=False)
-    return compute_threshold_tokens(window, decision.threshold, max_tokens)
+    return threshold_rule(window, c.threshold, max_tokens=max_tokens, provider=provider, model=model,
+                          codex_autoraise=c.codex_gpt55_autoraise, codex_autoraise_notice=False).tokens
 
 
 def _unreachable(provider: str, aux, *, env, main_base_url: str = "") -> str | None:

@@ -65,7 +65,6 @@ def engine_build(*, conversation: Conversation, session: Session, cfg, summarise
         # Feasibility (SPEC §7.1): the summariser reads the middle in chunks that fit its window,
         # and a threshold above that window (or the session's stored one) is lowered to it.
         summariser_context_length=auxiliary_window(conversation, session, cfg),
-        threshold_tokens_cap=session.threshold_tokens,
         # The stored conversation, for engines with context tools (lcm); read only when used.
         recall=recall_for(conversation_id=conversation.id, session_id=session.id),
     )

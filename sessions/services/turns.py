@@ -18,10 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from compression.core.hygiene import hygiene_decision
-from compression.core.tokens import estimate_messages_tokens_rough
 from sessions import live, selectors
 from sessions.models import Conversation, Message, Session, Turn
-from sessions.services import runtime, titles
+from sessions.services import pressure, runtime, titles
 from sessions.services.compaction import compression_request
 from sessions.services.context import context_messages, context_rows, session_active
 from sessions.services.enqueue import enqueue_fast
@@ -44,11 +43,13 @@ class Submission(NamedTuple):
 
 
 def hygiene_check(*, conversation: Conversation, session: Session, cfg):
-    history = context_messages(session)[1:]
+    """Gateway hygiene (SPEC §5.1) on the projected next request (§3.4)."""
+    messages = context_messages(session)
     window = runtime.session_window(conversation, session, cfg)
+    tools = pressure.offered_tools(cfg).all
+    projected = pressure.projection_of(conversation, session, cfg, messages=messages, tools=tools).tokens
     return hygiene_decision(
-        message_count=len(history), context_length=window, last_prompt_tokens=max(0, session.last_prompt_tokens),
-        rough_tokens=estimate_messages_tokens_rough(history), enabled=cfg.compression.enabled,
+        message_count=len(messages) - 1, context_length=window, tokens=projected, enabled=cfg.compression.enabled,
         hard_message_limit=cfg.compression.hygiene_hard_message_limit,
     )
 

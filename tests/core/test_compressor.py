@@ -337,16 +337,11 @@ def test_it_defers_the_preflight_to_real_usage_right_after_a_compression(make_co
     assert not engine.should_defer_preflight_to_real_usage(50_000)  # under the threshold: nothing to defer
 
 
-def test_it_defers_while_the_real_prompt_fit_and_the_estimate_grew_little(make_compressor):
+def test_it_defers_only_while_a_compaction_waits_for_real_usage(make_compressor):
     engine = make_compressor()
-    assert not engine.should_defer_preflight_to_real_usage(120_000)  # no real usage yet
-    engine.update_from_response({"input_tokens": 80_000})  # the 120K-rough request really was 80K
-    assert engine.should_defer_preflight_to_real_usage(120_000 + 5_000)  # growth ≤ max(4096, 5 % of 100K)
-    engine.update_from_response({"input_tokens": 82_000})
-    assert not engine.should_defer_preflight_to_real_usage(125_000 + 5_001)
-    engine.update_from_response({"input_tokens": 101_000})  # the real prompt no longer fits
-    assert not engine.should_defer_preflight_to_real_usage(126_000)
-
+    assert not engine.should_defer_preflight_to_real_usage(120_000)  # no compaction ran
+    engine.update_from_response({"input_tokens": 80_000})
+    assert not engine.should_defer_preflight_to_real_usage(125_000)  # the projection is trusted (SPEC §5.2)
 
 def test_it_previews_without_calling_the_summariser_or_changing_state(make_compressor, summariser):
     engine = make_compressor()

@@ -1,28 +1,26 @@
 import pytest
 
 from compression.core.hygiene import (
-    defer_growth_allowance,
     hygiene_decision,
     made_progress,
     preflight_gate,
-    should_defer_preflight,
     should_run_hygiene,
 )
 
 
 def test_it_fires_hygiene_at_85_percent_of_the_window_regardless_of_the_threshold():
-    assert should_run_hygiene(message_count=10, context_length=200_000, rough_tokens=170_000)
-    assert not should_run_hygiene(message_count=10, context_length=200_000, rough_tokens=169_999)
+    assert should_run_hygiene(message_count=10, context_length=200_000, tokens=170_000)
+    assert not should_run_hygiene(message_count=10, context_length=200_000, tokens=169_999)
     # 85 % of 131,073 is 111,412.05: 111,412 tokens are still below it.
-    assert not should_run_hygiene(message_count=10, context_length=131_073, rough_tokens=111_412)
-    assert should_run_hygiene(message_count=10, context_length=131_073, rough_tokens=111_413)
+    assert not should_run_hygiene(message_count=10, context_length=131_073, tokens=111_412)
+    assert should_run_hygiene(message_count=10, context_length=131_073, tokens=111_413)
 
 
-def test_it_prefers_the_last_real_prompt_over_the_rough_estimate():
-    decision = hygiene_decision(message_count=10, context_length=200_000, last_prompt_tokens=100_000, rough_tokens=190_000)
-    assert not decision.fire and decision.source == "actual" and decision.tokens == 100_000
-    decision = hygiene_decision(message_count=10, context_length=200_000, last_prompt_tokens=-1, rough_tokens=190_000)
-    assert decision.fire and decision.source == "estimated"
+def test_it_judges_the_projected_next_request_and_says_so():
+    decision = hygiene_decision(message_count=10, context_length=200_000, tokens=170_000)
+    assert decision.fire and decision.source == "projected" and decision.tokens == 170_000
+    assert "170,000 projected tokens >= 85% of 200,000 (170,000)" == decision.reason
+    assert hygiene_decision(message_count=10, context_length=200_000, tokens=-5).tokens == 0
 
 
 def test_it_fires_hygiene_at_the_hard_message_limit():
@@ -32,8 +30,8 @@ def test_it_fires_hygiene_at_the_hard_message_limit():
 
 
 def test_it_needs_four_messages_and_compression_enabled():
-    assert not should_run_hygiene(message_count=3, context_length=200_000, rough_tokens=199_000)
-    assert not should_run_hygiene(message_count=10, context_length=200_000, rough_tokens=199_000, enabled=False)
+    assert not should_run_hygiene(message_count=3, context_length=200_000, tokens=199_000)
+    assert not should_run_hygiene(message_count=10, context_length=200_000, tokens=199_000, enabled=False)
 
 
 def test_it_gates_the_preflight_cheaply():
@@ -41,19 +39,6 @@ def test_it_gates_the_preflight_cheaply():
     assert not preflight_gate(message_count=24, rough_message_tokens=10, **common)
     assert preflight_gate(message_count=25, rough_message_tokens=10, **common)
     assert preflight_gate(message_count=5, rough_message_tokens=100_000, **common)
-
-
-def test_it_defers_to_real_usage_by_the_spec_rule():
-    common = dict(threshold_tokens=100_000, last_real_prompt_tokens=80_000, rough_baseline=110_000)
-    assert defer_growth_allowance(100_000) == 5_000
-    assert defer_growth_allowance(50_000) == 4_096
-    assert should_defer_preflight(115_000, awaiting_real_usage=False, **common)
-    assert not should_defer_preflight(115_001, awaiting_real_usage=False, **common)
-    assert not should_defer_preflight(90_000, awaiting_real_usage=True, **common)  # under the threshold anyway
-    assert should_defer_preflight(500_000, awaiting_real_usage=True, **common)
-    assert not should_defer_preflight(
-        105_000, awaiting_real_usage=False, threshold_tokens=100_000, last_real_prompt_tokens=100_000, rough_baseline=104_000
-    )
 
 
 @pytest.mark.parametrize(

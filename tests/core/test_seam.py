@@ -19,7 +19,7 @@ HOST_KWARGS = dict(
     context_length=200_000, threshold=0.5, target_ratio=0.2, protect_first_n=3, protect_last_n=20,
     max_tokens=4_096, summariser=None, on_summary_failure="abort", model="claude-x", provider="anthropic",
     codex_autoraise=True, codex_autoraise_notice=True, summariser_context_length=64_000,
-    threshold_tokens_cap=None, fallback_summariser=None,
+    fallback_summariser=None,
 )
 
 
@@ -58,7 +58,6 @@ def test_a_four_member_engine_answers_every_call_the_host_makes():
     assert rough == engine.count_messages_tokens(msgs) > 0
     assert engine.estimate_history_tokens([*msgs, user("again")]) > rough
     assert engine.should_defer_preflight_to_real_usage(rough) is False
-    assert engine.note_request_estimate(rough) is None
     engine.update_from_response({"input_tokens": 70_000})
     assert engine.should_compress() is True
     # The compaction service and the pages.
@@ -77,10 +76,11 @@ def test_the_builtin_takes_its_caps_through_the_constructor():
     assert isinstance(engine, ContextCompressor)
     assert (engine.threshold_tokens, engine.tail_token_budget, engine.lowered_to_aux_window) == (64_000, 12_800, 64_000)
     assert engine.summariser_context_length == 64_000
-    capped = get_context_engine("compressor", **{**HOST_KWARGS, "summariser_context_length": None,
-                                                 "threshold_tokens_cap": 70_000})
+    capped = get_context_engine("compressor", **{**HOST_KWARGS, "summariser_context_length": 70_000})
     assert (capped.threshold_tokens, capped.lowered_to_aux_window) == (70_000, 70_000)
-    assert capped.summariser_context_length == 64_000  # unknown: the smallest window an aux model may have
+    unknown = get_context_engine("compressor", **{**HOST_KWARGS, "summariser_context_length": None})
+    assert unknown.summariser_context_length == 64_000  # unknown: the smallest window an aux model may have
+    assert unknown.lowered_to_aux_window is None
     uncapped = get_context_engine("compressor", **{**HOST_KWARGS, "summariser_context_length": 1_000_000})
     assert uncapped.lowered_to_aux_window is None and uncapped.threshold_tokens == 97_952
     uncapped.update_model(context_length=150_000)

@@ -301,7 +301,7 @@ def test_the_gauge_right_after_a_compaction_shows_the_events_figure(alice, conve
     event = compression_inline(conversation_id=conversation.id, trigger="manual", force=True).event
     assert event.status == "compressed"
     g = gauge(conversation)
-    assert (g["source"], g["tokens"]) == ("estimated", event.tokens_after)
+    assert (g["basis"], g["tokens"]) == ("counted", event.tokens_after)
 
 
 @pytest.mark.django_db

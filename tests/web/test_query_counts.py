@@ -46,7 +46,7 @@ def test_the_gauge_takes_at_most_three_queries(alice, django_assert_max_num_quer
     session.save()
     with django_assert_max_num_queries(3):
         g = presenters.gauge(c)
-    assert g["source"] == "estimated" and g["tokens"] > 0
+    assert g["basis"] == "counted" and g["tokens"] > 0
 
 
 def test_the_cache_panel_takes_at_most_three_queries(alice, django_assert_max_num_queries):

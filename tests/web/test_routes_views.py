@@ -101,7 +101,7 @@ def test_a_confirmed_switch_is_a_transcript_line_and_the_next_request_uses_the_n
     assert any(e["id"] == line.id for e in transcript(conversation))
     assert all("Model switched" not in str(m["content"]) for m in context_messages(session_active(conversation)))
     g = gauge(conversation)
-    assert (g["window"], g["source"]) == (1_000_000, "estimated")
+    assert (g["window"], g["basis"]) == (1_000_000, "counted")
     page = client.get(reverse("conversation", args=[conversation.id])).content.decode()
     assert "Simulator Claude 1M" in page and "Model switched from" in page
 

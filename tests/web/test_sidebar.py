@@ -23,6 +23,7 @@ from sessions.models import (
     Session,
     Turn,
 )
+from sessions.presenters import gauge
 from sessions.services.context import message_append, session_active, session_start
 from sessions.services.recall import search_owner
 from sessions.services.routes import conversation_model_switch
@@ -68,7 +69,11 @@ def test_the_sidebar_lists_the_users_conversations_newest_first_with_model_and_p
     newer_row = sidebar.split(f'id="sidebar-row-{newer.id}"')[1].split("</li>")[0]
     assert "Simulator Claude 64K" in newer_row
     assert "81% · high" in newer_row and 'data-level="high"' in newer_row
-    assert "0% · unused" in current
+    # Never sent to the model yet: the row shows the projected first request (system prompt, tool
+    # schemas and the stored messages), to the token what the conversation's gauge shows.
+    g = gauge(older)
+    assert g["basis"] == "counted" and 0 < g["tokens"] < 0.02 * g["window"]
+    assert f'{round(100 * g["tokens"] / g["window"])}% · low' in current
 
 
 def test_empty_conversations_are_listed_nowhere_but_the_open_one_is(client, alice):
