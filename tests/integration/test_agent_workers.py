@@ -56,10 +56,10 @@ def test_a_long_tool_heavy_conversation_compresses_on_real_workers(live, alice):
     pasted_near_threshold = False
     for i in range(60):
         # Every third message pastes an error log as well, as people do, and so does the first one
-        # sent when the context is just under the threshold: the preflight trusts the last real
-        # prompt, the paste takes the next one over, and the post-response check catches it.
+        # sent when the context is just under the threshold: the preflight's projection counts the
+        # paste, and a tool result that takes the next request over is caught after the response.
         g = gauge(conversation)
-        near = g["source"] == "real" and g["threshold"] - 3_500 <= g["tokens"] < g["threshold"]
+        near = g["basis"] == "real" and g["threshold"] - 3_500 <= g["tokens"] < g["threshold"]
         near, pasted_near_threshold = near and not pasted_near_threshold, pasted_near_threshold or near
         paste = f"\nThis is what I saw:\n{PASTE}" if i % 3 == 2 or near else ""
         turn = run_turn(alice, conversation, f"read build_{i}.log{paste}")
