@@ -17,7 +17,8 @@ $(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.dev: requirements.txt requirements-dev.txt | $(VENV)/bin/python
-	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	@start=$$(date +%s); $(VENV)/bin/pip install -q -r requirements-dev.txt && \
+	  echo "== install: $$(( $$(date +%s) - start )) s"
 	touch $@ $(VENV)/.runtime
 
 # Debian's chromium for the browser tests (Playwright cannot download browsers here).
@@ -37,10 +38,22 @@ sandbox-deps:
 # Redis, Celery worker, Daphne, simulator, Chromium) on SQLite and, when DATABASE_URL is set, on that
 # database too, less the tests marked one_database (their own stack on the embedded defaults, or a
 # subject that does not depend on the backend).
-test: $(VENV)/.dev browser-deps sandbox-deps gates
-	env -u DATABASE_URL $(PYTEST) -n auto -m "not integration"
-	env -u DATABASE_URL $(PYTEST) -m integration
-	@if [ -n "$$DATABASE_URL" ]; then echo "integration tier on DATABASE_URL"; $(PYTEST) -m "integration and not one_database"; fi
+# Each step's time goes to $(TIMES) as it ends and the list is printed at the end (a failing
+# step prints its own line before make stops).
+TIMES := artifacts/test-times.txt
+timed = start=$$(date +%s); $(2); rc=$$?; line="$(1): $$(( $$(date +%s) - start )) s"; \
+	echo "$$line" >> $(TIMES); echo "== $$line"; exit $$rc
+# The integration tier runs on two pytest-xdist workers, a module to a worker: each worker starts
+# its own stack (Redis, simulator, Celery worker, Daphne) on free ports, with its own test database.
+INTEGRATION := $(PYTEST) -n 2 --dist loadfile -m
+
+test: $(VENV)/.dev browser-deps sandbox-deps
+	@mkdir -p artifacts; rm -f $(TIMES)
+	@$(call timed,gates,$(MAKE) --no-print-directory gates)
+	@$(call timed,fast tier,env -u DATABASE_URL $(PYTEST) -n auto -m "not integration")
+	@$(call timed,integration tier (SQLite),env -u DATABASE_URL $(INTEGRATION) integration)
+	@if [ -n "$$DATABASE_URL" ]; then $(call timed,integration tier (DATABASE_URL),$(INTEGRATION) "integration and not one_database"); fi
+	@echo "== times"; cat $(TIMES)
 
 gates: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
@@ -51,4 +64,4 @@ test-fast: $(VENV)/.dev sandbox-deps
 	env -u DATABASE_URL $(PYTEST) -n auto -m "not integration"
 
 test-integration: $(VENV)/.dev browser-deps
-	$(PYTEST) -m integration
+	$(INTEGRATION) integration

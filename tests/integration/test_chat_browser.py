@@ -152,11 +152,13 @@ def test_markdown_replies_render_safely_and_user_text_shows_as_written(live, ali
         slow_next(live, 0.25)
         c.send("Repeat exactly: line one of three words here\nline two follows the first line\n"
                "line three ends it with **bold** text and more words to stream slowly")
-        page.wait_for_function("() => { const s = document.querySelector('[data-role=streaming] .text'); "
-                               "return s && s.textContent.includes('line two'); }", timeout=30_000)
-        streaming = page.locator("[data-role=streaming] .text")
-        assert streaming.evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"
-        assert "line one of three words here\nline two" in streaming.inner_text()
+        # Read in the same frame as the wait: the stream may end (and be re-rendered) a moment later.
+        seen = page.wait_for_function(
+            "() => { const s = document.querySelector('[data-role=streaming] .text'); "
+            "return s && s.textContent.includes('line two') "
+            "&& {whiteSpace: getComputedStyle(s).whiteSpace, text: s.innerText}; }", timeout=30_000).json_value()
+        assert seen["whiteSpace"] == "pre-wrap"
+        assert "line one of three words here\nline two" in seen["text"]
         page.wait_for_function("() => [...document.querySelectorAll('#transcript > [data-role=assistant] .markdown strong')]"
                                ".some(e => e.textContent === 'bold')", timeout=30_000)
         last = page.locator("#transcript > [data-role=assistant] .markdown").last

@@ -1,10 +1,11 @@
 """Nothing stays stale: work left behind by a SIGKILLed worker, or by a send while Redis was down,
 is closed or run again by the stale-work sweep of the workers still running, within about one
-lease (30 s, kept alive by a heartbeat) plus one sweep interval (10 s), without any user action,
-and an open page's websocket shows it. A long streamed call keeps its lease the whole time.
+lease (kept alive by a heartbeat) plus one sweep interval, without any user action, and an open
+page's websocket shows it. A long streamed call keeps its lease the whole time.
 
-Real processes: Redis, the simulator, Celery workers and Daphne from tests/stack.py; the workers
-of these tests run with 30 s leases (the product's defaults) instead of the tier's short ones."""
+Real processes: Redis, the simulator, Celery workers and Daphne from tests/stack.py. The product's
+defaults are a 30 s lease and a 10 s sweep; the workers of these tests run with a 10 s lease and a
+3 s sweep, the same rule in a third of the time (a heartbeat every lease / 3 either way)."""
 from __future__ import annotations
 
 import asyncio
@@ -22,15 +23,17 @@ from tests.integration.helpers import make_conversation, receive_until, session_
 
 pytestmark = pytest.mark.integration
 
-LEASE = 30
-LEASES = {"HERMES_TURN_LOCK_TTL": str(LEASE), "HERMES_COMPRESSION_LOCK_TTL": str(LEASE)}
+LEASE = 10
+SWEEP = 3
+LEASES = {"HERMES_TURN_LOCK_TTL": str(LEASE), "HERMES_COMPRESSION_LOCK_TTL": str(LEASE),
+          "HERMES_SWEEP_INTERVAL": str(SWEEP)}
 # One lease after the worker's last heartbeat, plus one sweep interval, plus a margin.
-CLOSED_WITHIN = 45.0
+CLOSED_WITHIN = LEASE + SWEEP + 7.0
 
 
 @pytest.fixture
 def leases(live, settings):
-    """The stack's worker replaced by one with 30 s leases (this process's requests use them too);
+    """The stack's worker replaced by one with LEASE-second leases (this process's requests use them too);
     afterwards the stack is left as the other tests expect it, whatever the test killed."""
     sim_control(live, "/_sim/faults", {"clear": True})
     settings.HERMES_COMPRESSION_LOCK_TTL = LEASE
@@ -169,14 +172,14 @@ def test_a_compression_whose_worker_is_killed_mid_summary_is_closed_and_nothing_
 
 
 def test_a_streamed_call_longer_than_the_lease_keeps_it(live, alice):
-    """A 6 s turn lease and a reply streaming for about 25 s on a worker that sweeps every 10 s:
+    """A 4 s turn lease and a reply streaming for about 12 s on a worker that sweeps every 3 s:
     the heartbeat refreshes the lease during the call, so the sweep never takes the turn for dead."""
     sim_control(live, "/_sim/faults", {"clear": True})
     live.kill("worker")
-    live.start_worker(extra_env={"HERMES_TURN_LOCK_TTL": "6"})
+    live.start_worker(extra_env={"HERMES_TURN_LOCK_TTL": "4", "HERMES_SWEEP_INTERVAL": str(SWEEP)})
     try:
         conversation = make_conversation(alice)
-        sim_control(live, "/_sim/faults", {"fault": "slow=1", "count": 1})
+        sim_control(live, "/_sim/faults", {"fault": "slow=0.5", "count": 1})
 
         url, headers = socket_url(live, conversation), socket_headers(live, alice)
 
@@ -191,7 +194,7 @@ def test_a_streamed_call_longer_than_the_lease_keeps_it(live, alice):
 
         seen, took = asyncio.run(scenario())
         turn = Turn.objects.filter(conversation=conversation).latest("id")
-        assert took > 6 + 10, f"the reply took only {took:.1f} s: not longer than a lease and a sweep"
+        assert took > 4 + SWEEP, f"the reply took only {took:.1f} s: not longer than a lease and a sweep"
         assert turn.status == "done" and turn.error == ""
         assert not any('data-status="failed"' in m or "interrupted" in m for m in seen)
     finally:

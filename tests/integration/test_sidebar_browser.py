@@ -38,6 +38,17 @@ def chat(owner, title: str, *texts: str, archived: bool = False) -> Conversation
     return c
 
 
+def wait_or_show(page, selector: str, around: str, timeout: float = 30_000) -> None:
+    """Wait for ``selector``; on a time-out, say what the page held instead (the row, the focus)."""
+    try:
+        page.wait_for_selector(selector, timeout=timeout)
+    except Exception as exc:
+        state = page.evaluate("(sel) => { const r = document.querySelector(sel); const a = document.activeElement; "
+                              "return {row: r ? r.outerHTML : null, active: a ? a.outerHTML.slice(0, 200) : null}; }",
+                              around)
+        raise AssertionError(f"{selector} never showed; the page held {state}") from exc
+
+
 class Sidebar:
     """The sidebar as the user reaches it: on a phone the drawer is opened first."""
 
@@ -119,7 +130,7 @@ def test_rename_delete_search_and_a_live_title_in_the_sidebar(live, alice, bob, 
         page.press(field, "Enter")
         page.wait_for_selector(f"#rename-error-{vault.id} >> text=cannot be empty")
         page.press(field, "Escape")
-        page.wait_for_selector(f"{sidebar.row(vault)} .rename-button")
+        wait_or_show(page, f"{sidebar.row(vault)} .rename-button", sidebar.row(vault))
         assert page.inner_text(f"#sidebar-title-{vault.id}") == "Backups"
         page.click(f"{sidebar.row(vault)} .rename-button")
         page.fill(field, "Vault <backups> & tapes")
