@@ -137,10 +137,14 @@
 
   function rowOf(el) { return el && el.closest ? el.closest(".sidebar-row") : null; }
 
+  // The row comes back by asking for it directly: the Cancel button of a row htmx swapped in is
+  // only wired up once the swap settles (20 ms later), and an Esc in between must not be lost.
   function cancelRowRename(form) {
     form.dataset.cancelled = "1";
     var cancel = form.querySelector(".rename-cancel");
-    if (cancel) { htmx.trigger(cancel, "click"); }
+    if (!cancel) { return; }
+    htmx.ajax("GET", cancel.getAttribute("hx-get"),
+              { source: cancel, target: cancel.getAttribute("hx-target"), swap: "outerHTML" });
   }
 
   wrap.addEventListener("focusout", function (e) {
