@@ -12,7 +12,7 @@ from bench import soak
 @pytest.mark.integration
 @pytest.mark.one_database  # its own stack, on the embedded defaults
 def test_the_quick_soak_runs_turns_and_prints_each_process_memory(capsys):
-    result = soak.main(["--quick"])
+    result = soak.main(["--quick", "--minutes", "0.25", "--sample", "5"])
     out = capsys.readouterr().out
 
     counters = result["counters"]
