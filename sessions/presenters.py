@@ -11,7 +11,7 @@ from __future__ import annotations
 from compression.core.breakdown import context_breakdown
 from compression.core.caching import prompt_caching_status
 from compression.core.hygiene import hygiene_threshold
-from compression.core.projection import LEVEL_LABELS, pressure_level, ratio_of, turn_growth
+from compression.core.projection import LEVEL_LABELS, pressure_level, ratio_of, tool_schema_tokens, turn_growth
 from llm.models import model_label
 from sessions import selectors
 from sessions.models import Conversation, Session
@@ -83,10 +83,9 @@ def gauge(conversation: Conversation, *, cfg=None) -> dict:
     messages = [{"role": "system", "content": session.system_prompt or SYSTEM_PROMPT}, *(r.as_chat() for r in rows)]
     offered = pressure.offered_tools(cfg, engine)
     tools = offered.all
-    projection = pressure.projection_of(conversation, session, cfg, messages=messages, tools=tools,
-                                        ratio=ratio_of(*sums))
+    sizes = [pressure.message_size(m) for m in messages]  # counted once, for the projection and the growth
+    projection = pressure.project(session, counted=sum(sizes) + tool_schema_tokens(tools), ratio=ratio_of(*sums))
     tokens = pressure.shown_tokens(projection, len(rows))
-    sizes = [pressure.message_size(m) for m in messages]
     growth = round(turn_growth(messages, sizes) * projection.ratio)
     level = pressure_level(tokens, threshold, window, growth=growth) if tokens else "none"
     pct = min(100.0, 100.0 * tokens / window) if window else 0.0

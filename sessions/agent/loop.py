@@ -284,8 +284,10 @@ RECOVERY_HINT = ("Try `/compress <topic>` to keep only what matters, start a new
 
 def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
     cfg = runtime.current_config()
-    offered = pressure.offered_tools(cfg, runtime.engine_build(conversation=conversation,
-                                                               session=session_active(conversation), cfg=cfg))
+    engine = runtime.engine_build(conversation=conversation, session=session_active(conversation), cfg=cfg)
+    offered = pressure.offered_tools(cfg, engine)
+    for clash in {t["name"] for t in pressure.engine_tool_schemas(engine)} - offered.engine_names:
+        log.warning("context engine tool %r has the name of a workspace tool; it is not offered", clash)
     tools, engine_tool_names = offered.all, offered.engine_names
     provider = runtime.main_provider(conversation, cfg)
     if cfg.compression.enabled:

@@ -24,7 +24,7 @@ from compression.core.projection import (
     tool_schema_tokens,
 )
 from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH, Threshold, threshold_rule
-from compression.core.tokens import MESSAGE_OVERHEAD_TOKENS, compute_message_tokens, message_tokens
+from compression.core.tokens import MESSAGE_OVERHEAD_TOKENS, message_tokens
 from sessions import selectors
 from sessions.agent.tools.schemas import tool_schemas
 from sessions.models import Conversation, ModelTokenRatio, Session
@@ -142,12 +142,14 @@ def rows_projection(conversations, sessions: dict, cfg) -> dict:
     tool_tokens = tool_schema_tokens(tools)
     sums = selectors.context_token_sums([s.id for s in sessions.values() if s.pk])
     found = ratios(c.model for c in conversations)
+    system_tokens: dict[str, int] = {}  # each distinct system prompt tokenised once, not once a row
     out = {}
     for c in conversations:
         session = sessions.get(c.id) or Session(conversation=c)
         total, count = sums.get(session.id, (0, 0)) if session.pk else (0, 0)
-        system = {"role": "system", "content": session.system_prompt or SYSTEM_PROMPT}
-        counted = (total + count * MESSAGE_OVERHEAD_TOKENS + compute_message_tokens(system)
-                   + MESSAGE_OVERHEAD_TOKENS + tool_tokens)
+        prompt = session.system_prompt or SYSTEM_PROMPT
+        if prompt not in system_tokens:
+            system_tokens[prompt] = message_size({"role": "system", "content": prompt})
+        counted = total + count * MESSAGE_OVERHEAD_TOKENS + system_tokens[prompt] + tool_tokens
         out[c.id] = (project(session, counted=counted, ratio=found.get(c.model, ratio_of(0, 0))), count)
     return out
