@@ -2,11 +2,15 @@
 
 Decided from the last message only, in this order:
 1. the last user message carries `tool_result` blocks -> a text report of what the tools returned
-   (sizes, first line, errors);
+   (sizes, first line, errors); when the call answered a "call tool <name>" message (below), the
+   report is `tool <name> returned: "<the first 200 characters of the result text>"` instead;
 2. its text is a title request (starts "Write a title for this conversation", the first message
    in `<first-message>` tags) -> a short title made from that message (`simulator.title`); a
    compression prompt (contains the summary template's "## Goal" and "## Critical Context") -> a
    filled template (`simulator.summary`);
+2b. the whole text (stripped) is "call tool <name> with <JSON object>" or "call tool <name>" ->
+   one `tool_use` block calling that offered tool with those arguments (or a text saying that no
+   tool of that name is offered, or that the arguments are not a JSON object);
 3. the context engine's `context_search` tool is offered and the text says "search the history
    for …" -> a `context_search` call with the rest of that sentence as its query (its results are
    then reported quoting the best snippet); otherwise the project's workspace tools are offered and
@@ -98,6 +102,9 @@ def threshold(window: int, ratio: float = 0.5) -> int:
 ```
 
 See [the documentation](https://docs.example.com/compression) for details."""
+# "call tool <name> with <JSON object>" (or "call tool <name>" alone): the whole stripped message.
+_CALL_TOOL = re.compile(r"\Acall tool (?P<name>[A-Za-z0-9_.-]+)(?P<with> with(?:\s+(?P<args>.+))?)?\Z", re.S)
+CALLED_RESULT_CHARS = 200
 _QUESTION = re.compile(r"^\s*(?:what|which|who|when|where|how|do you remember|remind me)\b.*\?\s*$", re.I | re.S)
 _ERROR_HINT = re.compile(r"(?i)\b(error|exception|traceback|no such file|not found|denied|failed|exit [1-9])")
 _STOPWORDS = frozenset(
@@ -244,6 +251,72 @@ def _tool_report(messages: list[Mapping[str, Any]]) -> str:
     return "\n".join([head, *lines])
 
 
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a JSON array"
+    if isinstance(value, str):
+        return "a JSON string"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if isinstance(value, (int, float)):
+        return "a JSON number"
+    return "JSON null"
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
+
+
+def _json_object(raw: str | None) -> tuple[dict[str, Any] | None, str]:
+    """The arguments of a "call tool" message, or None and a short reason they are not an object."""
+    if raw is None:
+        return None, "nothing follows `with`"
+    try:
+        value = json.loads(raw, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        return None, f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    except ValueError as exc:
+        return None, str(exc)
+    except RecursionError:
+        return None, "nested too deeply"
+    if not isinstance(value, dict):
+        return None, f"it is {_json_kind(value)}"
+    return value, ""
+
+
+def _call_tool(call: re.Match[str], offered: set[Any], seed: str) -> Reply | str:
+    """A "call tool" message: one `tool_use` block, or the text saying why nothing is called."""
+    name = call.group("name")
+    if name not in offered:
+        return f"no tool named {name} is offered"
+    args, reason = _json_object(call.group("args")) if call.group("with") else ({}, "")
+    if args is None:
+        return f"the arguments for {name} are not a JSON object: {reason}"
+    return Reply([{"type": "tool_use", "id": _tool_use_id(seed, 0), "name": name, "input": args}],
+                 "tool_use", "tool_use")
+
+
+def _called_tool_report(messages: list[Mapping[str, Any]]) -> str | None:
+    """The report of a call a "call tool" message asked for, when the last message carries its
+    result (user "call tool …", assistant `tool_use`, user `tool_result`); else None."""
+    if len(messages) < 3:
+        return None
+    asked, answered, last = messages[-3], messages[-2], messages[-1]
+    if asked.get("role") != "user" or answered.get("role") != "assistant":
+        return None
+    call = _CALL_TOOL.match(_only_text(asked.get("content")).strip())
+    if call is None or not isinstance(answered.get("content"), list):
+        return None
+    name = call.group("name")
+    ids = {b.get("id") for b in answered["content"]
+           if isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("name") == name}
+    for block in last.get("content") or ():
+        if isinstance(block, Mapping) and block.get("type") == "tool_result" and block.get("tool_use_id") in ids:
+            text = _only_text(block.get("content"))  # a string, or its text blocks joined
+            return f'tool {name} returned: "{text[:CALLED_RESULT_CHARS]}"'
+    return None
+
+
 def _words(text: str) -> list[str]:
     return re.findall(r"[\w'-]+", text.lower())
 
@@ -324,19 +397,28 @@ def respond(
         isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
     )
     if has_results:
-        return _text_reply(_tool_report(messages), max_tokens, count_tokens, "tool_report")
+        report = _called_tool_report(messages)
+        if report is None:
+            report = _tool_report(messages)
+        return _text_reply(report, max_tokens, count_tokens, "tool_report")
     user_text = _only_text(content)
     if title_mod.is_title_prompt(user_text):
         return _text_reply(title_mod.title_for(user_text), max_tokens, count_tokens, "title")
     if summary_mod.is_compression_prompt(user_text):
         text = "" if empty_summary else summary_mod.build_summary(user_text)
         return _text_reply(text, max_tokens, count_tokens, "summary")
+    offered = {t.get("name") for t in body.get("tools") or () if isinstance(t, Mapping)}
+    call = _CALL_TOOL.match(user_text.strip())
+    if call:
+        called = _call_tool(call, offered, seed)
+        if isinstance(called, Reply):
+            return called
+        return _text_reply(called, max_tokens, count_tokens, "text")
     verbatim = _REPEAT.match(user_text)
     if verbatim:
         return _text_reply(verbatim.group(1), max_tokens, count_tokens, "text")
     if _MARKDOWN_ASK.search(user_text):
         return _text_reply(MARKDOWN_REPLY, max_tokens, count_tokens, "text")
-    offered = {t.get("name") for t in body.get("tools") or () if isinstance(t, Mapping)}
     history = _HISTORY_SEARCH.search(user_text) if CONTEXT_SEARCH_TOOL in offered else None
     if history:
         query = _unquote(history.group("query"))

@@ -1,6 +1,6 @@
 """The SSE frames of a Messages response, in the order the SDK's stream accumulator requires:
 message_start (usage with input and cache counts), per block content_block_start -> deltas ->
-content_block_stop (one ping after the first block starts), message_delta (stop reason and
+content_block_stop (one ping after the first block starts, text or tool_use), message_delta (stop reason and
 cumulative usage), message_stop. Every frame has an `event:` line: the SDK skips nameless ones.
 """
 
@@ -47,6 +47,8 @@ def stream_events(message: Mapping[str, Any], words_per_delta: int = 12) -> list
                     },
                 )
             )
+            if index == 0:  # a reply that is only a tool call ("call tool <name>")
+                events.append(("ping", {"type": "ping"}))
             raw = json.dumps(block["input"], ensure_ascii=False)
             half = len(raw) // 2
             for piece in (raw[:half], raw[half:]):
