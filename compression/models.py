@@ -242,3 +242,49 @@ class SettingsChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group}.{self.field}: {self.old_value} → {self.new_value}"
+
+
+MCP_TRANSPORTS = [("stdio", "stdio (a command the worker starts)"), ("http", "streamable HTTP (a URL)")]
+MCP_STATES = [(s, s) for s in ("unknown", "connected", "failing", "down")]
+
+
+class MCPServer(models.Model):
+    """One MCP server, shaped like an entry of Hermes' ``mcp_servers`` (SPEC §13.6).
+
+    The configuration fields are written by staff through the admin form or a config.yaml import
+    (validated and audited by ``compression.mcp_config``); the state fields below them are written
+    by the workers that connect to the server, never by a form. ``env`` and ``headers`` hold a
+    JSON object as text, encrypted at rest, and are never rendered back.
+    """
+
+    name = models.CharField(max_length=40, unique=True,
+                            help_text="Letters, digits and underscores; the tools are offered as mcp_<name>_<tool>.")
+    transport = models.CharField(max_length=5, choices=MCP_TRANSPORTS, default="stdio")
+    command = models.CharField(max_length=500, blank=True, default="", help_text="stdio: the executable to start.")
+    args = models.JSONField(default=list, blank=True, help_text="stdio: the arguments, a list of strings.")
+    env = EncryptedTextField("environment", blank=True, default="",
+                             help_text="stdio: the environment the server gets (a JSON object), besides a minimal PATH.")
+    url = models.CharField("URL", max_length=500, blank=True, default="", help_text="HTTP: the MCP endpoint.")
+    headers = EncryptedTextField(blank=True, default="", help_text="HTTP: request headers (a JSON object).")
+    enabled = models.BooleanField(default=True)
+    timeout = models.FloatField(default=120, help_text="Seconds one tool call may take.")
+    connect_timeout = models.FloatField(default=60, help_text="Seconds to start and connect.")
+    tools_include = models.JSONField(default=list, blank=True, help_text="Offer only these tools (empty: all).")
+    tools_exclude = models.JSONField(default=list, blank=True, help_text="Never offer these tools.")
+    generation = models.PositiveIntegerField(default=0, help_text="Raised by every change and by Reload: workers reconnect.")
+    # State, written by the workers.
+    state = models.CharField(max_length=10, choices=MCP_STATES, default="unknown")
+    tools = models.JSONField(default=list, blank=True,
+                             help_text="The tools the server listed: [{name, description, input_schema}].")
+    state_generation = models.PositiveIntegerField(default=0, help_text="The generation the state describes.")
+    failures = models.PositiveIntegerField(default=0, help_text="Consecutive failed starts or calls.")
+    last_error = models.TextField(blank=True, default="")
+    last_latency_ms = models.FloatField(null=True, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name

@@ -119,13 +119,25 @@ def _sweep_loop() -> None:
             connection.close()
 
 
+def _mcp_loop() -> None:
+    """The worker's MCP servers: connected (and their tools listed) now, again whenever an admin
+    changes or reloads one, closed when one is switched off (sessions.agent.tools.mcp.client)."""
+    from sessions.agent.tools.mcp.client import watch_forever
+
+    watch_forever(_stop)
+
+
 @worker_ready.connect
 def _start_heartbeat(sender=None, **kwargs) -> None:
     hostname = getattr(sender, "hostname", None) or socket.gethostname()
     threading.Thread(target=_heartbeat_loop, args=(hostname,), daemon=True, name="hermes-heartbeat").start()
     threading.Thread(target=_sweep_loop, daemon=True, name="hermes-sweep").start()
+    threading.Thread(target=_mcp_loop, daemon=True, name="hermes-mcp").start()
 
 
 @worker_shutdown.connect
 def _stop_heartbeat(**kwargs) -> None:
     _stop.set()
+    from sessions.agent.tools.mcp.client import CLIENTS
+
+    CLIENTS.close_all()  # each stdio server's process group goes with the worker

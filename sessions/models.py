@@ -27,6 +27,8 @@ class Conversation(models.Model):
     model = models.CharField(max_length=100, default="sim-claude-200k")
     context_length = models.PositiveIntegerField(null=True, blank=True, help_text="Overrides the model's window.")
     max_tokens = models.PositiveIntegerField(default=4096)
+    mcp_off = models.JSONField(default=list, blank=True,
+                               help_text="Names of the MCP servers switched off for this conversation.")
     created_at = models.DateTimeField(default=timezone.now)
     last_activity_at = models.DateTimeField(default=timezone.now)
 

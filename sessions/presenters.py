@@ -81,7 +81,7 @@ def gauge(conversation: Conversation, *, cfg=None) -> dict:
         pass
     rows = list(context_rows(session)) if session.pk else []
     messages = [{"role": "system", "content": session.system_prompt or SYSTEM_PROMPT}, *(r.as_chat() for r in rows)]
-    offered = pressure.offered_tools(cfg, engine)
+    offered = pressure.offered_tools(cfg, engine, conversation)
     tools = offered.all
     sizes = [pressure.message_size(m) for m in messages]  # counted once, for the projection and the growth
     projection = pressure.project(session, counted=sum(sizes) + tool_schema_tokens(tools), ratio=ratio_of(*sums))
@@ -97,7 +97,7 @@ def gauge(conversation: Conversation, *, cfg=None) -> dict:
             "compressions": session.compression_count, "enabled": cfg.compression.enabled,
             "conversation_id": conversation.id, "blocked": blocked, "lowered_to_aux": rule.lowered_to,
             "breakdown": breakdown(messages, [None, *(r.id for r in rows)],
-                                   tools={"built-in": offered.workspace, "context engine": offered.engine},
+                                   tools=offered.by_source,
                                    window=window, reserve=conversation.max_tokens or 0, total=tokens)}
 
 

@@ -29,7 +29,11 @@ from llm.base import Final, TextDelta
 from llm.errors import ProviderError
 from sessions import live
 from sessions.agent.tools import run_tool
+from sessions.agent.tools.mcp.client import CLIENTS as MCP_CLIENTS
+from sessions.agent.tools.mcp.client import STOPPED as MCP_STOPPED
+from sessions.agent.tools.mcp.offer import PREFIX as MCP_PREFIX
 from sessions.models import Conversation, Session, Turn
+from sessions.services import mcp as mcp_services
 from sessions.services import pressure, runtime
 from sessions.services.compaction import compression_inline
 from sessions.services.context import context_messages, context_rows, message_append, session_active
@@ -44,6 +48,7 @@ STOP_POLL_SECONDS = 0.25
 PARTIAL_SAVE_SECONDS = 1.0
 NOT_RUN_STOPPED = "Not run: the user stopped the turn before this tool call."
 NOT_RUN_FAILED = "Not run: the turn failed before this tool call."
+STOPPED_DURING_CALL = "Stopped: the user stopped the turn during this tool call; it may not have finished."
 
 
 class TurnFailed(Exception):
@@ -267,6 +272,26 @@ def _engine_tool_call(engine, name: str, arguments: str, messages: list[dict]) -
     return result if isinstance(result, str) else json.dumps(result, default=str)
 
 
+def _mcp_tool_call(turn: Turn, conversation: Conversation, name: str, arguments) -> object:
+    """Run one MCP tool on its server (the connection is this worker's); the content for the tool
+    message, or STOPPED when the user pressed Stop during the call. Never raises otherwise."""
+    route = mcp_services.tool_route(name, conversation)
+    if route is None:
+        return f"Error: the MCP tool {name} is not offered any more (its server was switched off or is down)"
+    server, tool = route
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) and arguments.strip() else dict(arguments or {})
+        if not isinstance(args, dict):
+            raise ValueError("the arguments must be a JSON object")
+    except (TypeError, ValueError) as exc:
+        return f"Error: {name}: invalid arguments ({exc})"
+    outcome = MCP_CLIENTS.call(server, tool, args, should_stop=lambda: _stop_requested(turn))
+    if outcome is MCP_STOPPED:
+        return outcome
+    content, _ = outcome
+    return content
+
+
 def _measured(session: Session, conversation: Conversation, *, real: int, counted: int) -> None:
     """The real prompt of a response against the counted request that was sent: the session's
     starting point for the next projection, and one more sample of the model's ratio."""
@@ -285,7 +310,7 @@ RECOVERY_HINT = ("Try `/compress <topic>` to keep only what matters, start a new
 def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
     cfg = runtime.current_config()
     engine = runtime.engine_build(conversation=conversation, session=session_active(conversation), cfg=cfg)
-    offered = pressure.offered_tools(cfg, engine)
+    offered = pressure.offered_tools(cfg, engine, conversation)
     for clash in {t["name"] for t in pressure.engine_tool_schemas(engine)} - offered.engine_names:
         log.warning("context engine tool %r has the name of a workspace tool; it is not offered", clash)
     tools, engine_tool_names = offered.all, offered.engine_names
@@ -299,6 +324,9 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
         lock_refresh(conversation_id=conversation.id, kind=TURN_LOCK, holder=holder, ttl=turn_lock_ttl())
         session = session_active(conversation)
         engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
+        if turn.iterations:  # the user's MCP switch and the servers' states apply from the next request
+            conversation.refresh_from_db(fields=["mcp_off"])
+            tools = pressure.offered_tools(cfg, engine, conversation).all
         messages = context_messages(session)
         request, request_tools = _request_parts(messages, tools, cfg, conversation, session)
         counted = pressure.counted_request(messages, tools)
@@ -351,6 +379,13 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
             fn = call.get("function", {})
             if fn.get("name") in engine_tool_names:
                 content = _engine_tool_call(engine, fn.get("name", ""), fn.get("arguments") or "{}", messages)
+            elif str(fn.get("name", "")).startswith(MCP_PREFIX):
+                content = _mcp_tool_call(turn, conversation, fn.get("name", ""), fn.get("arguments") or "{}")
+                if content is MCP_STOPPED:
+                    stopped = message_append(session=session, role="tool", content=STOPPED_DURING_CALL,
+                                             tool_call_id=call["id"], name=fn.get("name", ""))
+                    live.tool_result_added(stopped)
+                    raise TurnStopped()
             else:
                 content = run_tool(fn.get("name", ""), fn.get("arguments") or "{}", workspace=conversation.workspace,
                                    terminal_enabled=cfg.agent.terminal_enabled,

@@ -400,7 +400,7 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
 def _request_sizes(conversation: Conversation, session: Session, cfg, engine, messages, result) -> tuple[int, int]:
     """The next request's projected size before and after (SPEC §3.4: tool schemas included, in the
     model's tokens), as the gauge shows it on either side of the compaction."""
-    tools = pressure.offered_tools(cfg, engine).all
+    tools = pressure.offered_tools(cfg, engine, conversation).all
     before = pressure.projection_of(conversation, session, cfg, messages=messages, tools=tools)
     if result.status != "compressed":
         return before.tokens, before.tokens

@@ -30,6 +30,7 @@ from sessions.agent.tools.schemas import tool_schemas
 from sessions.models import Conversation, ModelTokenRatio, Session
 from sessions.services import runtime
 from sessions.services.context import SYSTEM_PROMPT
+from sessions.services.mcp import OfferedServer, servers_offered
 
 
 def threshold_of(conversation: Conversation, session: Session, cfg) -> Threshold:
@@ -48,10 +49,17 @@ def threshold_of(conversation: Conversation, session: Session, cfg) -> Threshold
 class OfferedTools:
     workspace: list[dict]
     engine: list[dict]  # the context engine's own tools (none named like a workspace tool)
+    mcp: tuple[OfferedServer, ...] = ()  # the MCP servers' tools (all named mcp_…)
 
     @property
     def all(self) -> list[dict]:
-        return self.workspace + self.engine
+        return self.workspace + self.engine + [t for server in self.mcp for t in server.schemas]
+
+    @property
+    def by_source(self) -> dict[str, list[dict]]:
+        """The tools by where they come from, as the context breakdown shows them."""
+        return {"built-in": self.workspace, "context engine": self.engine,
+                **{f"mcp:{server.name}": server.schemas for server in self.mcp}}
 
     @property
     def engine_names(self) -> set[str]:
@@ -70,14 +78,16 @@ def engine_tool_schemas(engine) -> list[dict]:
     return schemas
 
 
-def offered_tools(cfg, engine=None) -> OfferedTools:
-    """The workspace tools and the engine's (``engine``, else one of the configured kind); an engine
+def offered_tools(cfg, engine=None, conversation: Conversation | None = None, *, servers=None) -> OfferedTools:
+    """The workspace tools, the engine's (``engine``, else one of the configured kind) and the MCP
+    servers' the conversation has on (every usable server's without a conversation); an engine
     tool named like a workspace tool is left out (the API refuses duplicate names)."""
     workspace = tool_schemas(terminal_enabled=cfg.agent.terminal_enabled)
     if engine is None:
         engine = get_context_engine(cfg.context.engine, context_length=MINIMUM_CONTEXT_LENGTH)
     taken = {t["name"] for t in workspace}
-    return OfferedTools(workspace, [t for t in engine_tool_schemas(engine) if t["name"] not in taken])
+    return OfferedTools(workspace, [t for t in engine_tool_schemas(engine) if t["name"] not in taken],
+                        tuple(servers_offered(conversation, servers=servers)))
 
 
 # --- The model's measured ratio ----------------------------------------------------------------
@@ -138,8 +148,8 @@ def shown_tokens(projection: Projection, message_count: int) -> int:
 def rows_projection(conversations, sessions: dict, cfg) -> dict:
     """{conversation id: (Projection, live message count)} for list rows, in three queries however many rows: the active
     sessions' stored message counts, and the models' ratios (the sessions are given)."""
-    tools = offered_tools(cfg).all
-    tool_tokens = tool_schema_tokens(tools)
+    offered = offered_tools(cfg)  # every usable MCP server's tools; a row's switched-off servers come off below
+    tool_tokens: dict[frozenset, int] = {}  # counted once per distinct set of servers switched off
     sums = selectors.context_token_sums([s.id for s in sessions.values() if s.pk])
     found = ratios(c.model for c in conversations)
     system_tokens: dict[str, int] = {}  # each distinct system prompt tokenised once, not once a row
@@ -150,6 +160,10 @@ def rows_projection(conversations, sessions: dict, cfg) -> dict:
         prompt = session.system_prompt or SYSTEM_PROMPT
         if prompt not in system_tokens:
             system_tokens[prompt] = message_size({"role": "system", "content": prompt})
-        counted = total + count * MESSAGE_OVERHEAD_TOKENS + system_tokens[prompt] + tool_tokens
+        off = frozenset(c.mcp_off or ()) & {s.name for s in offered.mcp}
+        if off not in tool_tokens:
+            kept = OfferedTools(offered.workspace, offered.engine, tuple(s for s in offered.mcp if s.name not in off))
+            tool_tokens[off] = tool_schema_tokens(kept.all)
+        counted = total + count * MESSAGE_OVERHEAD_TOKENS + system_tokens[prompt] + tool_tokens[off]
         out[c.id] = (project(session, counted=counted, ratio=found.get(c.model, ratio_of(0, 0))), count)
     return out

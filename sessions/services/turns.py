@@ -46,7 +46,7 @@ def hygiene_check(*, conversation: Conversation, session: Session, cfg):
     """Gateway hygiene (SPEC §5.1) on the projected next request (§3.4)."""
     messages = context_messages(session)
     window = runtime.session_window(conversation, session, cfg)
-    tools = pressure.offered_tools(cfg).all
+    tools = pressure.offered_tools(cfg, conversation=conversation).all
     projected = pressure.projection_of(conversation, session, cfg, messages=messages, tools=tools).tokens
     return hygiene_decision(
         message_count=len(messages) - 1, context_length=window, tokens=projected, enabled=cfg.compression.enabled,

@@ -189,8 +189,15 @@ def test_a_message_sent_while_a_turn_runs_waits_its_turn_and_can_be_cancelled(li
         # Nothing lost: the cancelled text comes back to the (empty) composer.
         page.wait_for_function("() => document.querySelector('#composer-text').value === 'a third one I will take back'")
         page.locator("#notices .notice", has_text="back in the composer").wait_for()
-        page.wait_for_function("() => document.querySelectorAll('#transcript > [data-role=assistant]').length === 2 "
-                               "&& document.querySelectorAll('#queue [data-role=queued]').length === 0", timeout=60_000)
+        try:
+            page.wait_for_function("() => document.querySelectorAll('#transcript > [data-role=assistant]').length === 2 "
+                                   "&& document.querySelectorAll('#queue [data-role=queued]').length === 0", timeout=60_000)
+        except Exception as exc:  # say what the page held: a stale queue entry, or a reply still missing
+            held = page.evaluate("() => ({queue: document.querySelector('#queue').outerHTML, "
+                                 "status: document.querySelector('#turn-status') && document.querySelector('#turn-status').innerText, "
+                                 "assistants: document.querySelectorAll('#transcript > [data-role=assistant]').length})")
+            turns = list(Turn.objects.filter(conversation=c.conversation).values_list("id", "status"))
+            raise AssertionError(f"the queue never emptied: the page held {held}; turns {turns}; console {c.errors}") from exc
         c.wait_idle()
         assert c.texts("user") == ["reply with 150 words about the first question", "the second question comes next"]
         answers = c.texts("assistant")

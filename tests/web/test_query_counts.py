@@ -7,6 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from compression.models import MCPServer
 from sessions import live, presenters
 from sessions.models import ApiCall, Conversation, Session
 from sessions.services.context import message_append, session_active, session_start
@@ -39,14 +40,20 @@ def busy_conversation(owner, title="busy") -> Conversation:
     return c
 
 
-def test_the_gauge_takes_at_most_three_queries(alice, django_assert_max_num_queries):
+def test_the_gauge_takes_at_most_four_queries(alice, django_assert_max_num_queries):
+    """The session, its context, the model's ratio and the MCP servers (one query however many)."""
     c = busy_conversation(alice)
     session = session_active(c)
     session.last_prompt_tokens = 0  # the estimate path reads the context too
     session.save()
-    with django_assert_max_num_queries(3):
+    MCPServer.objects.create(name="time", command="mcp-server-time", state="connected",
+                             tools=[{"name": "now", "description": "the time", "input_schema": {"type": "object"}}])
+    MCPServer.objects.create(name="git", command="mcp-server-git", state="connected",
+                             tools=[{"name": "status", "description": "git status", "input_schema": {"type": "object"}}])
+    with django_assert_max_num_queries(4):
         g = presenters.gauge(c)
     assert g["basis"] == "counted" and g["tokens"] > 0
+    assert {"tools:mcp:time", "tools:mcp:git"} <= {p["kind"] for p in g["breakdown"]["parts"]}
 
 
 def test_the_cache_panel_takes_at_most_three_queries(alice, django_assert_max_num_queries):
@@ -57,13 +64,13 @@ def test_the_cache_panel_takes_at_most_three_queries(alice, django_assert_max_nu
     assert [b["compressed"] for b in panel["bars"]] == [False, False, False, True, False, False]
 
 
-def test_the_live_state_on_a_socket_connect_takes_at_most_eight_queries(alice, django_assert_max_num_queries):
+def test_the_live_state_on_a_socket_connect_takes_at_most_nine_queries(alice, django_assert_max_num_queries):
     c = busy_conversation(alice)
     child = session_active(c)
     for _ in range(3):  # more dividers must not mean more queries
         summary = message_append(session=child, role="user", content="[another summary]", is_summary=True)
         c.compression_events.create(session=child, summary_message=summary, trigger="manual", status="compressed")
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(9):  # eight, and the MCP servers' one
         html = live.live_state(c)
     assert 'id="gauge"' in html and 'id="cache-panel"' in html and 'data-role="summary"' in html
 
