@@ -45,12 +45,12 @@ timed = start=$$(date +%s); $(2); rc=$$?; line="$(1): $$(( $$(date +%s) - start 
 	echo "$$line" >> $(TIMES); echo "== $$line"; exit $$rc
 # The integration tier runs on two pytest-xdist workers, a module to a worker: each worker starts
 # its own stack (Redis, simulator, Celery worker, Daphne) on free ports, with its own test database.
-INTEGRATION := $(PYTEST) -n 2 --dist loadfile -m
+INTEGRATION := $(PYTEST) -n 2 --dist loadfile --durations=12 -m
 
 test: $(VENV)/.dev browser-deps sandbox-deps
 	@mkdir -p artifacts; rm -f $(TIMES)
 	@$(call timed,gates,$(MAKE) --no-print-directory gates)
-	@$(call timed,fast tier,env -u DATABASE_URL $(PYTEST) -n auto -m "not integration")
+	@$(call timed,fast tier,env -u DATABASE_URL $(PYTEST) -n auto --durations=8 -m "not integration")
 	@$(call timed,integration tier (SQLite),env -u DATABASE_URL $(INTEGRATION) integration)
 	@if [ -n "$$DATABASE_URL" ]; then $(call timed,integration tier (DATABASE_URL),$(INTEGRATION) "integration and not one_database"); fi
 	@echo "== times"; cat $(TIMES)
