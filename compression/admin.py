@@ -6,16 +6,23 @@
 - The audit trail is read-only and visible to every staff member.
 - "Import config.yaml" / "Export config.yaml" live under the compression settings page and are
   reachable from every settings page; like every admin view they require staff.
+- MCP servers (``MCPServerAdmin``) are validated, saved and deleted through ``compression.mcp_config``
+  (audited; every change raises the server's generation so the workers reconnect). Their environment
+  and header values are write-only. The change page shows the state the workers wrote, read-only,
+  and a Reload button: a CSRF-protected POST to ``admin:compression_mcpserver_reload`` (change
+  permission), also offered as the list action "Reload selected servers".
 """
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.text import Truncator
 
-from compression import settings_store, yaml_io
+from compression import mcp_config, settings_store, yaml_io
 from compression.core.config import yaml_key
 from compression.forms import (
     AgentSettingsForm,
@@ -23,6 +30,7 @@ from compression.forms import (
     CompressionSettingsForm,
     ConfigImportForm,
     ContextEngineSettingsForm,
+    MCPServerForm,
     ModelDefaultsForm,
     PromptCachingSettingsForm,
 )
@@ -32,6 +40,7 @@ from compression.models import (
     AuxiliarySettings,
     CompressionSettings,
     ContextEngineSettings,
+    MCPServer,
     ModelDefaults,
     ModelPrice,
     PromptCachingSettings,
@@ -39,6 +48,9 @@ from compression.models import (
 )
 
 APPLY_NOTE = "Saved changes apply to the next turn or compression job; no restart is needed."
+MCP_APPLY_NOTE = ("Fill in a command (a stdio server the worker starts) or a URL (an HTTP server). A saved change "
+                  "or Reload makes the workers reconnect before their next turn; no restart is needed. "
+                  "Environment and header values are never shown again.")
 
 
 def _can_change_all(request) -> bool:
@@ -124,7 +136,9 @@ class CompressionSettingsAdmin(SingletonSettingsAdmin):
                 else:
                     for warning in result.warnings:
                         messages.warning(request, warning)
-                    changed = ", ".join(yaml_key(g, n) for g, fields in result.changes.items() for n in fields)
+                    changed = ", ".join([*(yaml_key(g, n) for g, fields in result.changes.items() for n in fields),
+                                         *(f"mcp_servers.{s}.{n}" for s, fields in result.mcp_changes.items()
+                                           for n in fields)])
                     verb = "Check passed: would change" if dry_run else "Imported config.yaml: changed"
                     messages.success(request, f"{verb} {result.changed_count} setting(s)"
                                               + (f" ({changed})." if changed else "."))
@@ -225,3 +239,124 @@ class SettingsChangeAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(MCPServer)
+class MCPServerAdmin(admin.ModelAdmin):
+    """Staff with the usual model permissions; writes go through ``mcp_config`` (validated, audited)."""
+
+    form = MCPServerForm
+    change_form_template = "admin/compression/mcpserver_change_form.html"
+    change_list_template = "admin/compression/mcpserver_change_list.html"
+    list_display = ["name", "transport", "enabled", "state", "tool_count", "short_error"]
+    list_filter = ["transport", "enabled", "state"]
+    search_fields = ["name"]
+    actions = ["reload_selected"]
+    save_as = False
+    STATE = ["transport", "state", "tool_count", "tool_names", "last_error", "latency", "checked_at", "generation_info"]
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is not None and not self.has_change_permission(request, obj):
+            # View only: every field is shown read-only, so the secrets show as their names alone.
+            return [(None, {"fields": ["name", "enabled", "command", "args", "env_names", "url", "header_names",
+                                       "timeout", "connect_timeout", "tools_include", "tools_exclude"]}),
+                    ("State (written by the workers)", {"fields": self.STATE})]
+        fieldsets = [
+            (None, {"fields": ["name", "enabled"], "description": MCP_APPLY_NOTE}),
+            ("stdio: a command the worker starts", {"fields": ["command", "args", "env", "clear_env"]}),
+            ("HTTP: a URL", {"fields": ["url", "headers", "clear_headers"]}),
+            ("Limits and tools", {"fields": ["timeout", "connect_timeout", "include", "exclude"]}),
+        ]
+        if obj is not None:
+            fieldsets.append(("State (written by the workers)", {"fields": self.STATE}))
+        return fieldsets
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["name", "env_names", "header_names", *self.STATE] if obj is not None else []
+
+    @admin.display(description="tools")
+    def tool_count(self, obj):
+        return len(obj.tools or [])
+
+    @admin.display(description="tool names")
+    def tool_names(self, obj):
+        return ", ".join(str(t.get("name")) for t in obj.tools or [] if isinstance(t, dict)) or "—"
+
+    @admin.display(description="last error")
+    def short_error(self, obj):
+        return Truncator(obj.last_error).chars(80)
+
+    @admin.display(description="last call latency")
+    def latency(self, obj):
+        return "—" if obj.last_latency_ms is None else f"{obj.last_latency_ms:,.0f} ms"
+
+    @admin.display(description="generation")
+    def generation_info(self, obj):
+        if obj.state_generation == obj.generation:
+            return str(obj.generation)
+        return f"{obj.generation} (the state describes {obj.state_generation}: the workers have not reconnected yet)"
+
+    @admin.display(description="environment")
+    def env_names(self, obj):
+        return ", ".join(sorted(mcp_config.stored_secrets(obj).get("env", {}))) or "—"
+
+    @admin.display(description="headers")
+    def header_names(self, obj):
+        return ", ".join(sorted(mcp_config.stored_secrets(obj).get("headers", {}))) or "—"
+
+    def get_urls(self):
+        reload_url = path("<path:object_id>/reload/", self.admin_site.admin_view(self.reload_view),
+                          name="compression_mcpserver_reload")
+        return [reload_url, *super().get_urls()]
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        obj = self.get_object(request, unquote(object_id)) if object_id else None
+        extra_context = {
+            **(extra_context or {}),
+            "reload_url": (reverse("admin:compression_mcpserver_reload", args=[obj.pk])
+                           if obj is not None and self.has_change_permission(request, obj) else ""),
+            **_yaml_links(request),
+        }
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {**(extra_context or {}), **_yaml_links(request)})
+
+    def reload_view(self, request, object_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            raise Http404
+        if not self.has_change_permission(request, obj):
+            raise PermissionDenied
+        row = mcp_config.server_reload(obj.name, user=request.user, source="admin")
+        self.message_user(request, f"Reloading {row.name} (generation {row.generation}): the workers reconnect to it "
+                                   "before their next turn.", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:compression_mcpserver_change", args=[obj.pk]))
+
+    @admin.action(description="Reload selected servers", permissions=["change"])
+    def reload_selected(self, request, queryset):
+        names = [mcp_config.server_reload(s.name, user=request.user, source="admin").name for s in queryset]
+        self.message_user(request, f"Reloading {len(names)} server(s): {', '.join(names)}. The workers reconnect "
+                                   "before their next turn.", messages.SUCCESS)
+
+    def save_model(self, request, obj, form, change):
+        row = mcp_config.server_save(obj.name, form.mcp_values, user=request.user, source="admin")
+        obj.pk, obj._state.adding = row.pk, False
+        obj.refresh_from_db()
+        for key, message in form.mcp_warnings:
+            messages.warning(request, f"{key} {message}")
+
+    def delete_model(self, request, obj):
+        mcp_config.server_delete(obj.name, user=request.user, source="admin")
+
+    def delete_queryset(self, request, queryset):
+        for server in queryset:
+            mcp_config.server_delete(server.name, user=request.user, source="admin")
+
+
+def _yaml_links(request) -> dict[str, str]:
+    return {"yaml_import_url": reverse("admin:compression_config_import") if _can_change_all(request) else "",
+            "yaml_export_url": reverse("admin:compression_config_export") if _can_view_all(request) else "",
+            "settings_note": MCP_APPLY_NOTE}

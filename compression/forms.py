@@ -5,15 +5,17 @@ a refused value carries the same message, naming the valid range, as the YAML im
 engine. Choice fields render as a select but accept any text, leaving the verdict (and its message)
 to that validator. The model settings are also checked against the catalogue
 (``compression.model_checks``). API keys are write-only. The terminal is refused where its sandbox
-cannot start.
+cannot start. MCP servers are checked by ``compression.mcp_config`` (``MCPServerForm``); their
+environment and header values are write-only.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
+from django.utils.html import escape
 
-from compression import guards
+from compression import guards, mcp_config
 from compression.core.config import SPECS, ConfigValueError, build_group, group_fields, valid_range
 from compression.model_checks import auxiliary_model_problems, main_model_problems
 from compression.models import (
@@ -21,6 +23,7 @@ from compression.models import (
     AuxiliarySettings,
     CompressionSettings,
     ContextEngineSettings,
+    MCPServer,
     ModelDefaults,
     PromptCachingSettings,
 )
@@ -236,3 +239,140 @@ class ConfigImportForm(forms.Form):
         else:
             raise forms.ValidationError("Choose a config.yaml file or paste its contents.")
         return cleaned
+
+
+# --- MCP servers ----------------------------------------------------------------------------------
+
+
+class _WriteOnlyTextarea(forms.Textarea):
+    """Renders empty, always: neither the stored secrets nor text just typed ever go back into a page."""
+
+    def format_value(self, value):
+        return None
+
+
+def _secret_area() -> forms.CharField:
+    return forms.CharField(required=False, strip=False, widget=_WriteOnlyTextarea(
+        attrs={"rows": 3, "cols": 60, "autocomplete": "off", "spellcheck": "false"}))
+
+
+def _tool_list(text: str) -> list[str]:
+    return [t.strip() for line in (text or "").splitlines() for t in line.split(",") if t.strip()]
+
+
+class MCPServerForm(forms.ModelForm):
+    """An MCP server: checked by ``mcp_config.validate_server`` (errors land on their field) and
+    saved by the admin through ``mcp_config.server_save``. ``env`` and ``headers`` are write-only:
+    blank keeps the stored values, typed text replaces them all (``NAME=***`` keeps one stored
+    value), “remove all” clears them. After ``is_valid()``, ``mcp_values`` and ``mcp_warnings``
+    hold the validator's result."""
+
+    args = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "spellcheck": "false"}),
+                           help_text="One argument per line, e.g. <code>mcp-server-time</code>.")
+    env = _secret_area()
+    clear_env = forms.BooleanField(label="Remove all stored variables", required=False)
+    headers = _secret_area()
+    clear_headers = forms.BooleanField(label="Remove all stored headers", required=False)
+    include = forms.CharField(label="Include tools", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                              help_text="Offer only these tools, comma or newline separated (empty: all of them).")
+    exclude = forms.CharField(label="Exclude tools", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                              help_text="Never offer these tools, comma or newline separated.")
+
+    # The write-only fields: field → (separator in a line, what a line looks like, what they are)
+    SECRETS = {"env": ("=", "NAME=value", "variables"), "headers": (":", "Name: value", "headers")}
+    KEEP_EXAMPLE = {"env": f"NAME={mcp_config.KEEP}", "headers": f"Name: {mcp_config.KEEP}"}
+
+    class Meta:
+        model = MCPServer
+        fields = ["name", "command", "url", "enabled", "timeout", "connect_timeout"]
+        # Declared above as text; the admin must not copy that text onto the model fields.
+        exclude = ["args", "env", "headers", "tools_include", "tools_exclude"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stored = mcp_config.stored_secrets(self.instance if self.instance.pk else None)
+        self.mcp_values: dict[str, Any] = {}
+        self.mcp_warnings: list[tuple[str, str]] = []
+        for name, maximum in (("timeout", mcp_config.TIMEOUT_MAX), ("connect_timeout", mcp_config.CONNECT_TIMEOUT_MAX)):
+            if name in self.fields:
+                self.fields[name].required = False  # blank: the default
+                self.fields[name].error_messages["invalid"] = f"Enter a number of seconds > 0 and ≤ {maximum}."
+        if "name" in self.fields:
+            self.fields["name"].help_text = ("1–40 letters, digits, '_' or '-'; the tools are offered as "
+                                             "mcp_&lt;name&gt;_&lt;tool&gt;. It cannot be changed later.")
+        if "command" in self.fields:
+            self.fields["command"].help_text = "stdio: the program to start, e.g. <code>uvx</code>. Fill it or the URL."
+        if "url" in self.fields:
+            self.fields["url"].help_text = "HTTP: the MCP endpoint, e.g. <code>https://mcp.example.com/mcp</code>."
+        for name, (_, shape, noun) in self.SECRETS.items():
+            names = sorted(self.stored.get(name, {}))
+            held = (f"Stored {noun}: {escape(', '.join(names))} (values are never shown). " if names
+                    else f"No {noun} stored. ")
+            self.fields[name].label = "Environment" if name == "env" else "Headers"
+            self.fields[name].help_text = (held + f"One <code>{shape}</code> per line. Leave blank to keep the stored "
+                                           f"{noun}; typing replaces all of them, and <code>{self.KEEP_EXAMPLE[name]}"
+                                           "</code> keeps one stored value.")
+        if self.instance.pk:
+            self.initial.setdefault("args", "\n".join(self.instance.args or []))
+            self.initial.setdefault("include", "\n".join(self.instance.tools_include or []))
+            self.initial.setdefault("exclude", "\n".join(self.instance.tools_exclude or []))
+
+    def _pairs(self, name: str) -> dict[str, str] | None:
+        """The typed NAME=value lines, {} for “remove all”, or None to keep what is stored."""
+        sep, shape, noun = self.SECRETS[name]
+        text, clear = self.cleaned_data.get(name) or "", self.cleaned_data.get(f"clear_{name}")
+        if clear and text.strip():
+            self.add_error(name, f"Either type new {noun} or tick “remove all”, not both.")
+        if clear or not text.strip():
+            return {} if clear else None
+        pairs: dict[str, str] = {}
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            key, found, value = line.partition(sep)
+            if not found or not key.strip():
+                # Never echo the line: it may hold a secret.
+                self.add_error(name, f"Line {number} is not of the form {shape}.")
+            elif key.strip() in pairs:
+                self.add_error(name, f"{key.strip()} is given twice.")
+            else:
+                pairs[key.strip()] = value.strip()
+        return pairs
+
+    def clean(self):
+        cleaned = super().clean()
+        data = self.cleaned_data
+        name = self.instance.name if self.instance.pk else data.get("name", "")
+        raw: dict[str, Any] = {}
+        for key in ("command", "url"):
+            if (data.get(key) or "").strip():
+                raw[key] = data[key].strip()
+        args = [line.strip() for line in (data.get("args") or "").splitlines() if line.strip()]
+        if "command" in raw or args:
+            raw["args"] = args
+        for key in self.SECRETS:
+            typed = self._pairs(key)
+            applies = ("command" if key == "env" else "url") in raw
+            if typed is not None:
+                raw[key] = typed
+            elif applies and self.stored.get(key):
+                raw[key] = dict(self.stored[key])  # blank: keep
+        raw["enabled"] = bool(data.get("enabled"))
+        for key in ("timeout", "connect_timeout"):
+            if data.get(key) is not None:
+                raw[key] = data[key]
+        raw["tools"] = {"include": _tool_list(data.get("include", "")), "exclude": _tool_list(data.get("exclude", ""))}
+        try:
+            self.mcp_values, self.mcp_warnings = mcp_config.validate_server(name, raw, stored=self.stored)
+        except mcp_config.MCPConfigError as exc:
+            for key, message in exc.errors:
+                self._add_mcp_error(key, message)
+        return cleaned
+
+    def _add_mcp_error(self, key: str, message: str) -> None:
+        head, _, rest = key.partition(".")
+        target = {"tools": "include" if rest != "exclude" else "exclude"}.get(head, head)
+        if head == "name" and "name" in self.errors:
+            return  # the field's own message already says what is wrong
+        text = f"{rest} {message}" if head in self.SECRETS and rest else f"{key or 'This server'} {message}"
+        self.add_error(target if target in self.fields else None, text)

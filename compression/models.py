@@ -231,7 +231,7 @@ class SettingsChange(models.Model):
                              related_name="+")
     username = models.CharField(max_length=150, blank=True, help_text="Kept if the user is deleted.")
     source = models.CharField(max_length=10, choices=SOURCES, default="admin")
-    group = models.CharField(max_length=40)
+    group = models.CharField(max_length=60)  # "mcp_servers." and a server name fit
     field = models.CharField(max_length=100)
     old_value = models.TextField(blank=True)
     new_value = models.TextField(blank=True)
@@ -258,7 +258,7 @@ class MCPServer(models.Model):
     """
 
     name = models.CharField(max_length=40, unique=True,
-                            help_text="Letters, digits and underscores; the tools are offered as mcp_<name>_<tool>.")
+                            help_text="Letters, digits, _ and -, starting with a letter or a digit; the tools are offered as mcp_NAME_TOOL.")
     transport = models.CharField(max_length=5, choices=MCP_TRANSPORTS, default="stdio")
     command = models.CharField(max_length=500, blank=True, default="", help_text="stdio: the executable to start.")
     args = models.JSONField(default=list, blank=True, help_text="stdio: the arguments, a list of strings.")

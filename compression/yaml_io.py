@@ -20,6 +20,15 @@ Guarantees:
 - Secrets are never exported. An ``auxiliary.compression.api_key`` in an imported file is stored
   (masked in the audit trail), and an export followed by an import leaves the stored key alone.
 - Like the admin form, an import cannot switch the terminal on where its sandbox cannot start.
+- ``mcp_servers`` (Hermes' layout: ``<name>: {command, args, env}`` or ``{url, headers}``, then
+  ``enabled``, ``timeout``, ``connect_timeout``, ``tools: {include, exclude}``) is checked by
+  ``compression.mcp_config.validate_server`` and written by its ``server_apply`` in the same
+  transaction as the settings: an invalid server refuses the whole file, naming the key's line.
+  Servers named in the file are created or updated (their keys not in the file take the defaults);
+  servers not named are left alone. Their changes are in ``ImportResult.mcp_changes``.
+- MCP ``env`` and ``headers`` values are secrets: the export writes each one as ``"***"``, and on
+  import a value of exactly ``"***"`` keeps the stored value of that key (an error naming the key
+  when none is stored), so an export followed by an import changes nothing.
 """
 from __future__ import annotations
 
@@ -31,7 +40,7 @@ from typing import Any
 import yaml
 from django.db import transaction
 
-from compression import guards, settings_store
+from compression import guards, mcp_config, settings_store
 from compression.core.config import (
     YAML_SECTIONS,
     ConfigValueError,
@@ -40,6 +49,7 @@ from compression.core.config import (
     group_fields,
     is_secret,
 )
+from compression.models import MCPServer
 
 _SECTION_TO_GROUP = {path: group for group, path in YAML_SECTIONS.items()}
 # Aliases: (section path, key) → (group, field).
@@ -85,6 +95,8 @@ class ParsedConfig:
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     lines: dict[tuple[str, str], int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    mcp: dict[str, Any] = field(default_factory=dict)  # server name → its raw entry
+    mcp_lines: dict[tuple[str, str], int] = field(default_factory=dict)  # (name, dotted key or "") → line
 
 
 @dataclass
@@ -92,10 +104,11 @@ class ImportResult:
     changes: dict[str, dict[str, tuple[str, str]]]
     warnings: list[str]
     config: RuntimeConfig
+    mcp_changes: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # server → field → (old, new)
 
     @property
     def changed_count(self) -> int:
-        return sum(len(fields) for fields in self.changes.values())
+        return sum(len(fields) for fields in (*self.changes.values(), *self.mcp_changes.values()))
 
 
 # --- Parsing ------------------------------------------------------------------------------------
@@ -212,6 +225,9 @@ def parse_config_yaml(text: str) -> ParsedConfig:
         for key, value_node, line in _mapping_items(mapping, dotted_path, errors):
             sub = (*path, key)
             dotted = ".".join(sub)
+            if sub == ("mcp_servers",):
+                _walk_mcp(value_node, line, parsed, errors, value_of)
+                continue
             group = _SECTION_TO_GROUP.get(path)
             if group is not None:
                 target = _ALIASES.get((path, key)) or ((group, key) if key in group_fields(group) else None)
@@ -234,6 +250,57 @@ def parse_config_yaml(text: str) -> ParsedConfig:
     if errors:
         raise ConfigImportError(errors)
     return parsed
+
+
+def _walk_mcp(node: yaml.Node, line: int, parsed: ParsedConfig, errors: list, value_of) -> None:
+    """Each server's raw entry and the line of every key in it (values are checked on import)."""
+    if isinstance(node, yaml.ScalarNode) and value_of(node) is None:
+        return
+    if not isinstance(node, yaml.MappingNode):
+        errors.append((line, "mcp_servers must be a mapping of server names to their settings"))
+        return
+
+    def key_lines(sub: yaml.Node, name: str, prefix: str) -> None:
+        if isinstance(sub, yaml.MappingNode):
+            for key, value_node, key_line in _mapping_items(sub, f"mcp_servers.{name}.{prefix}".rstrip("."), errors):
+                dotted = f"{prefix}.{key}" if prefix else key
+                parsed.mcp_lines[(name, dotted)] = key_line
+                key_lines(value_node, name, dotted)
+
+    for name, server_node, server_line in _mapping_items(node, "mcp_servers", errors):
+        parsed.mcp[name] = value_of(server_node)
+        parsed.mcp_lines[(name, "")] = server_line
+        key_lines(server_node, name, "")
+
+
+def _mcp_line(parsed: ParsedConfig, name: str, key: str) -> int | None:
+    """The line of ``key`` in server ``name``, or of the nearest enclosing key that has one."""
+    parts = key.split(".") if key and key != "name" else []
+    for n in range(len(parts), -1, -1):
+        line = parsed.mcp_lines.get((name, ".".join(parts[:n])))
+        if line is not None:
+            return line
+    return None
+
+
+def _mcp_problems(parsed: ParsedConfig, name: str, problems: list[tuple[str, str]]) -> list[tuple[int | None, str]]:
+    return [(_mcp_line(parsed, name, key), f"mcp_servers.{name}{'.' + key if key and key != 'name' else ''} "
+                                           f"{message}") for key, message in problems]
+
+
+def _validate_mcp(parsed: ParsedConfig) -> tuple[dict[str, dict[str, Any]], list, list[str]]:
+    """Every server of the file checked (keep placeholders resolved): (values, errors, warnings)."""
+    rows = {row.name: row for row in MCPServer.objects.filter(name__in=list(parsed.mcp))}
+    servers, errors, warnings = {}, [], []
+    for name, raw in parsed.mcp.items():
+        try:
+            stored = mcp_config.stored_secrets(rows.get(name))
+            servers[name], found = mcp_config.validate_server(name, raw, stored=stored)
+        except mcp_config.MCPConfigError as exc:
+            errors += _mcp_problems(parsed, name, exc.errors)
+        else:
+            warnings += [_at(line, message) for line, message in _mcp_problems(parsed, name, found)]
+    return servers, errors, warnings
 
 
 def _take(parsed: ParsedConfig, errors: list, target: tuple[str, str], value: Any, line: int, dotted: str) -> None:
@@ -273,18 +340,28 @@ def import_config(text: str, *, user=None, source: str = "import", dry_run: bool
     Raises ``ConfigImportError`` naming the line of each problem.
     """
     parsed = parse_config_yaml(text)
+    servers, mcp_errors, mcp_warnings = _validate_mcp(parsed)
     try:
         with transaction.atomic():
             before = settings_store.current()
             config = settings_store.save_groups(parsed.values, user=user, source=source)
+            if mcp_errors:
+                raise ConfigImportError(mcp_errors)
             _check_terminal(parsed, config)
             changes = _diff(before, config, parsed.values)
+            mcp_changes: dict[str, dict[str, tuple[str, str]]] = {}
+            for name, values in servers.items():
+                try:
+                    _, mcp_changes[name] = mcp_config.server_apply(name, values, user=user, source=source)
+                except mcp_config.MCPConfigError as exc:  # a stored secret went away since the check
+                    raise ConfigImportError(_mcp_problems(parsed, name, exc.errors)) from None
             if dry_run:
                 transaction.set_rollback(True)
     except ConfigValueError as exc:
         raise ConfigImportError(
-            [(parsed.lines.get((e.group, e.field)), f"{e.key} {e.message}") for e in exc.all]) from None
-    return ImportResult(changes=changes, warnings=parsed.warnings, config=config)
+            [(parsed.lines.get((e.group, e.field)), f"{e.key} {e.message}") for e in exc.all] + mcp_errors) from None
+    return ImportResult(changes=changes, warnings=parsed.warnings + mcp_warnings, config=config,
+                        mcp_changes={name: fields for name, fields in mcp_changes.items() if fields})
 
 
 def _check_terminal(parsed: ParsedConfig, config: RuntimeConfig) -> None:
@@ -329,10 +406,16 @@ def config_to_dict(config: RuntimeConfig) -> dict[str, Any]:
 
 
 def export_config(config: RuntimeConfig | None = None) -> str:
-    """The settings as config.yaml text (the current ones by default). Secrets are never included."""
+    """The settings (the current ones by default) and every MCP server as config.yaml text.
+
+    Secrets are never included: API keys are left out, MCP env and header values are written as "***"."""
     config = config or settings_store.current()
-    header = ("# Hermes Web settings (config.yaml). Secrets such as API keys are not exported.\n"
+    data = config_to_dict(config)
+    servers = {row.name: mcp_config.to_hermes(mcp_config.field_values(row)) for row in MCPServer.objects.all()}
+    if servers:
+        data["mcp_servers"] = servers
+    header = ("# Hermes Web settings (config.yaml). Secrets such as API keys are not exported; MCP env and\n"
+              "# header values are written as \"***\", which an import reads as \"keep the stored value\".\n"
               "# Import with the admin's \"Import config.yaml\" page or `manage.py import_config <file>`.\n")
-    return header + yaml.safe_dump(config_to_dict(config), sort_keys=False, allow_unicode=True,
-                                   default_flow_style=False)
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
 

@@ -31,6 +31,9 @@ class Command(BaseCommand):
         for group, fields in result.changes.items():
             for name, (old, new) in fields.items():
                 self.stdout.write(f"{yaml_key(group, name)}: {old or '(empty)'} → {new or '(empty)'}")
+        for server, fields in result.mcp_changes.items():  # secrets arrive already masked
+            for name, (old, new) in fields.items():
+                self.stdout.write(f"mcp_servers.{server}.{name}: {old or '(empty)'} → {new or '(empty)'}")
         verb = "would change" if dry_run else "changed"
         self.stdout.write(self.style.SUCCESS(f"{verb} {result.changed_count} setting(s), "
                                              f"{len(result.warnings)} warning(s)"))
