@@ -57,6 +57,14 @@ def render_queued_removed(turn) -> str:
     return f'<div id="queued-{turn.id}" hx-swap-oob="delete"></div>'
 
 
+def render_mcp_switch(conversation, *, oob: bool = True) -> str:
+    """The conversation's MCP servers with their switches (nothing when no server is enabled)."""
+    from sessions.services.mcp import conversation_servers
+
+    return render_to_string("sessions/_mcp_switch.html", {"conversation": conversation, "oob": oob,
+                                                          "servers": conversation_servers(conversation)})
+
+
 def render_gauge(conversation, *, oob: bool = True, cfg=None) -> str:
     return render_to_string("sessions/_gauge.html", {"g": presenters.gauge(conversation, cfg=cfg), "oob": oob})
 

@@ -17,6 +17,7 @@ from sessions import selectors
 from sessions.models import Conversation, Session
 from sessions.services import pressure, runtime
 from sessions.services.context import SYSTEM_PROMPT, context_rows
+from sessions.services.mcp import SCHEMA_SHARE_WARNING
 
 CHART_HEIGHT = 60  # px of the tallest bar
 CHART_BASE = 64  # y of the bars' baseline in the SVG
@@ -89,6 +90,11 @@ def gauge(conversation: Conversation, *, cfg=None) -> dict:
     growth = round(turn_growth(messages, sizes) * projection.ratio)
     level = pressure_level(tokens, threshold, window, growth=growth) if tokens else "none"
     pct = min(100.0, 100.0 * tokens / window) if window else 0.0
+    mcp_tokens = round(sum(tool_schema_tokens(server.schemas) for server in offered.mcp) * projection.ratio)
+    mcp_warning = ""
+    if window and mcp_tokens > SCHEMA_SHARE_WARNING * window:
+        mcp_warning = (f"The MCP servers' tool schemas take ≈ {mcp_tokens:,} tokens, {100.0 * mcp_tokens / window:.0f}% of "
+                       "the window, before the first message. Switch off the servers this conversation does not need.")
     return {"tokens": tokens, "last_real": projection.last_real, "basis": projection.basis,
             "ratio": round(projection.ratio, 3), "growth": growth, "window": window, "threshold": threshold,
             "pct": round(pct, 1), "threshold_pct": round(100.0 * threshold / window, 1),
@@ -96,6 +102,7 @@ def gauge(conversation: Conversation, *, cfg=None) -> dict:
             "level": level, "level_label": LEVEL_LABELS[level],
             "compressions": session.compression_count, "enabled": cfg.compression.enabled,
             "conversation_id": conversation.id, "blocked": blocked, "lowered_to_aux": rule.lowered_to,
+            "mcp_tokens": mcp_tokens, "mcp_warning": mcp_warning,
             "breakdown": breakdown(messages, [None, *(r.id for r in rows)],
                                    tools=offered.by_source,
                                    window=window, reserve=conversation.max_tokens or 0, total=tokens)}

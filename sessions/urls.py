@@ -5,6 +5,7 @@ from sessions import views
 urlpatterns = [
     path("", include("sessions.views_recall")),
     path("", include("sessions.views_sidebar")),
+    path("", include("sessions.views_mcp")),
     path("", views.home, name="home"),
     path("conversations/new", views.conversation_create, name="conversation-create"),
     path("conversations/<uuid:conversation_id>/", views.conversation_detail, name="conversation"),

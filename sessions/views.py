@@ -121,6 +121,7 @@ def conversation_detail(request, conversation_id):
         "codex_notice": codex_autoraise_notice_for(request.user, conversation, cfg=cfg),
         "transcript_html": fragments.render_transcript(conversation, oob=False, turns=turns),
         "turn_status_html": fragments.render_turn_status(conversation, oob=False, turns=turns),
+        "mcp_switch_html": fragments.render_mcp_switch(conversation, oob=False),
         "gauge": presenters.gauge(conversation, cfg=cfg),
         "cache": presenters.cache_panel(conversation, cfg=cfg),
         "events": selectors.compression_events(conversation),

@@ -217,6 +217,23 @@ def auxiliary_failures(*, limit: int = 5) -> dict:
     return {"count": recent.count(), "latest": list(recent.order_by("-id")[:limit])}
 
 
+def mcp_servers() -> list[dict]:
+    """Each MCP server as the workers last reported it: connected or not, its offered tools and
+    their schema tokens, the last error and the last call's latency (one query)."""
+    from compression.core.projection import tool_schema_tokens
+    from compression.models import MCPServer
+    from sessions.services.mcp import servers_offered
+
+    rows = list(MCPServer.objects.all())
+    offered = {s.id: s for s in servers_offered(servers=[r for r in rows if r.enabled])}
+    out = []
+    for row in rows:
+        schemas = offered[row.id].schemas if row.id in offered else []
+        out.append({"server": row, "state": row.state if row.enabled else "disabled", "tools": len(schemas),
+                    "listed": len(row.tools or []), "schema_tokens": tool_schema_tokens(schemas)})
+    return out
+
+
 def dashboard(*, cfg, now: float | None = None) -> dict:
     from sessions.services.feasibility import feasibility
 
@@ -232,4 +249,5 @@ def dashboard(*, cfg, now: float | None = None) -> dict:
         "chart": daily_chart(days),
         "feasibility": feasibility(cfg),
         "aux_failures": auxiliary_failures(),
+        "mcp_servers": mcp_servers(),
     }
