@@ -22,6 +22,9 @@ from tests.integration.helpers import make_conversation, wait_for, wait_turn
 from tests.stack import free_port, wait_for_port
 
 pytestmark = pytest.mark.integration
+# What a server answers and how a call fails does not depend on the database backend: the faults
+# run on one; the PyPI servers' turns (state rows, F() updates) run on both.
+ONE_DATABASE = pytest.mark.one_database
 
 HERE = Path(__file__).resolve().parent
 PROBE = str(HERE / "mcp_test_server.py")
@@ -92,6 +95,7 @@ def test_git_server_from_pypi_reports_the_repository(live, alice, git_repo):
     assert "tools:mcp:git" in parts
 
 
+@ONE_DATABASE
 def test_streamable_http_server_built_with_the_sdk(live, alice, tmp_path):
     port = free_port()
     log = open(tmp_path / "http-server.log", "w")
@@ -116,12 +120,15 @@ def test_streamable_http_server_built_with_the_sdk(live, alice, tmp_path):
         assert isinstance(content, list) and content[-1]["type"] == "image_url", content
         assert content[-1]["image_url"]["url"].startswith("data:image/png;base64,")
         assert reply(c) == 'tool mcp_remote_picture returned: ""'
+        parts = {p["kind"]: p["tokens"] for p in presenters.gauge(c)["breakdown"]["parts"]}
+        assert parts.get("tools:mcp:remote", 0) > 0 and "tools:mcp:remote" in parts
     finally:
         proc.terminate()
         proc.wait(10)
         log.close()
 
 
+@ONE_DATABASE
 def test_an_stdio_server_gets_none_of_the_applications_secrets(live, alice):
     from django.conf import settings
 
@@ -137,8 +144,13 @@ def test_an_stdio_server_gets_none_of_the_applications_secrets(live, alice):
     secrets = [settings.SECRET_KEY, live.env["DATABASE_URL"], live.env["REDIS_URL"], live.env["HERMES_SIMULATOR_URL"]]
     assert not [s for s in secrets if s and s in str(tool_result(c))]
     assert set(seen) <= {"PROBE_TOKEN", "PATH", "HOME", "LOGNAME", "SHELL", "TERM", "USER", "LC_CTYPE"}, set(seen)
+    # Its own process group (the worker's signals to its group do not reach it, and it is stopped as a group).
+    assert turn(alice, c, "call tool mcp_probe_pid").status == "done"
+    pid, group = map(int, str(tool_result(c)).split())
+    assert pid == group
 
 
+@ONE_DATABASE
 def test_a_server_killed_mid_call_is_a_tool_error_and_restarts_on_next_use(live, alice):
     server = probe()
     c = make_conversation(alice, model="sim-claude-200k")
@@ -154,6 +166,7 @@ def test_a_server_killed_mid_call_is_a_tool_error_and_restarts_on_next_use(live,
     assert server.state == "connected" and server.failures == 0
 
 
+@ONE_DATABASE
 def test_a_call_past_its_timeout_is_a_tool_error(live, alice):
     probe(timeout=1.5)
     c = make_conversation(alice, model="sim-claude-200k")
@@ -164,6 +177,7 @@ def test_a_call_past_its_timeout_is_a_tool_error(live, alice):
     assert done.status == "done" and reply(c) == 'tool mcp_probe_echo returned: "echo: next"'
 
 
+@ONE_DATABASE
 def test_a_server_that_never_starts_is_shown_with_its_reason_and_the_chat_goes_on(live, alice):
     missing = add_server("missing", command="/nonexistent/mcp-server")
     silent = add_server("silent", command="sleep", args=["600"], connect_timeout=1.5)
@@ -180,6 +194,7 @@ def test_a_server_that_never_starts_is_shown_with_its_reason_and_the_chat_goes_o
     assert reply(c).startswith('You said: "hello after the failures')
 
 
+@ONE_DATABASE
 def test_a_server_that_stops_starting_after_it_listed_tools_is_a_tool_error_then_down(live, alice):
     server = probe()
     c = make_conversation(alice, model="sim-claude-200k")
@@ -197,6 +212,7 @@ def test_a_server_that_stops_starting_after_it_listed_tools_is_a_tool_error_then
     assert reply(c) == "no tool named mcp_probe_echo is offered"  # left out once down
 
 
+@ONE_DATABASE
 def test_a_result_of_five_megabytes_is_cut_with_a_marker(live, alice):
     probe()
     c = make_conversation(alice, model="sim-claude-200k")
@@ -208,6 +224,7 @@ def test_a_result_of_five_megabytes_is_cut_with_a_marker(live, alice):
     assert turn(alice, c, 'call tool mcp_probe_echo with {"text": "after"}').status == "done"
 
 
+@ONE_DATABASE
 def test_stop_during_a_slow_call_ends_the_turn_and_the_next_one_works(live, alice):
     probe()
     c = make_conversation(alice, model="sim-claude-200k")
@@ -223,6 +240,7 @@ def test_stop_during_a_slow_call_ends_the_turn_and_the_next_one_works(live, alic
     assert done.status == "done" and reply(c) == 'tool mcp_probe_echo returned: "echo: after stop"'
 
 
+@ONE_DATABASE
 def test_a_conversation_can_switch_a_server_off(live, alice):
     from sessions.services.mcp import conversation_switch
 
