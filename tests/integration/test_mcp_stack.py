@@ -256,3 +256,25 @@ def test_a_conversation_can_switch_a_server_off(live, alice):
     assert reply(c) == "no tool named mcp_probe_echo is offered"
     assert turn(alice, c, 'call tool mcp_time_get_current_time with {"timezone": "UTC"}').status == "done"
     assert reply(c).startswith('tool mcp_time_get_current_time returned: "{')
+
+
+@ONE_DATABASE
+def test_reload_makes_the_worker_reconnect_and_brings_a_down_server_back(live, alice):
+    from compression.mcp_config import server_reload
+
+    server = probe()
+    c = make_conversation(alice, model="sim-claude-200k")
+    assert turn(alice, c, "call tool mcp_probe_pid").status == "done"
+    first = str(tool_result(c)).split()[0]
+    MCPServer.objects.filter(id=server.id).update(state="down", failures=3, last_error="failed three times")
+    assert turn(alice, c, "call tool mcp_probe_pid").status == "done"
+    assert reply(c) == "no tool named mcp_probe_pid is offered"
+    reloaded = server_reload("probe")
+
+    def back():
+        server.refresh_from_db()
+        return server.state == "connected" and server.state_generation == reloaded.generation
+    wait_for(back, 30, what="the worker to reconnect after Reload")
+    assert server.failures == 0 and server.last_error == ""
+    assert turn(alice, c, "call tool mcp_probe_pid").status == "done"
+    assert str(tool_result(c)).split()[0] != first  # a new server process
