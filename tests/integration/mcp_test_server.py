@@ -28,8 +28,10 @@ def echo(text: str) -> str:
 
 
 @server.tool()
-async def slow(seconds: float) -> str:
-    """Wait this many seconds, then answer."""
+async def slow(seconds: float, started: str = "") -> str:
+    """Wait this many seconds, then answer; first create the file ``started`` names, if any."""
+    if started:
+        open(started, "w").close()
     await asyncio.sleep(seconds)
     return f"waited {seconds:g} s"
 

@@ -225,12 +225,13 @@ def test_a_result_of_five_megabytes_is_cut_with_a_marker(live, alice):
 
 
 @ONE_DATABASE
-def test_stop_during_a_slow_call_ends_the_turn_and_the_next_one_works(live, alice):
+def test_stop_during_a_slow_call_ends_the_turn_and_the_next_one_works(live, alice, tmp_path):
     probe()
     c = make_conversation(alice, model="sim-claude-200k")
-    submitted = turn_submit(user=alice, conversation_id=c.id, text='call tool mcp_probe_slow with {"seconds": 60}')
-    wait_for(lambda: Message.objects.filter(conversation=c, role="assistant").exclude(tool_calls=None).exists(), 60,
-             what="the tool call")
+    started = tmp_path / "started"
+    submitted = turn_submit(user=alice, conversation_id=c.id, text="call tool mcp_probe_slow with "
+                            + json.dumps({"seconds": 60, "started": str(started)}))
+    wait_for(started.exists, 60, what="the server to start the slow call")
     turn_stop(user=alice, conversation_id=c.id)
     stopped = wait_for(lambda: Turn.objects.filter(id=submitted.turn.id, status="stopped").first(), 15,
                        what="the turn stopped")
