@@ -6,6 +6,7 @@ system-prompt note, so every module recognises (and strips) exactly what the ass
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,8 @@ SUMMARY_PREFIX = (
     "reflect the work it describes."
 )
 LEGACY_PREFIXES = ("[CONTEXT SUMMARY]:", "[CONTEXT COMPACTION]")
+_HEAD = 256  # longer than every prefix above
+_OPENING = re.compile(r"\s*\[")
 END_MARKER = "--- END OF CONTEXT SUMMARY — respond to the message below, not the summary above ---"
 SYSTEM_NOTE = (
     "Note: earlier turns of this conversation have been compacted into a handoff summary that appears "
@@ -38,7 +41,15 @@ def is_summary_message(msg: Mapping[str, Any]) -> bool:
     """True for any message carrying a compaction summary (standalone or merged)."""
     if msg.get(SUMMARY_KEY):
         return True
-    text = message_text(msg).lstrip()
+    content = msg.get("content")
+    if isinstance(content, str):
+        # Every prefix opens with "[": a text that does not (after blanks) is decided without a copy.
+        start = _OPENING.match(content)
+        if start is None:
+            return False
+        text = content[start.end() - 1:start.end() - 1 + _HEAD]
+    else:
+        text = message_text(msg).lstrip()
     return text.startswith(SUMMARY_PREFIX[:40]) or text.startswith(LEGACY_PREFIXES)
 
 

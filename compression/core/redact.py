@@ -45,8 +45,21 @@ _KEY_VALUE_LOWER = re.compile(_KEY_VALUE, re.X)
 _KEY_VALUE_ANYCASE = re.compile(_KEY_VALUE, re.X | re.I)
 
 
-def _redact_key_values(text: str) -> str:
-    lowered = text.lower()
+# Each pattern above needs one of these substrings to match (checked first: a plain `in` scan is
+# far cheaper than a regex pass, and most text holds no credential at all).
+_NEEDS = (
+    lambda t, low: "PRIVATE KEY-----" in t,
+    lambda t, low: "://" in t and "@" in t,
+    lambda t, low: any(s in t for s in ("sk-", "gh", "github_pat_", "xox", "AKIA", "ASIA", "AIza", "eyJ")),
+    lambda t, low: "bearer" in low,
+)
+_KEY_WORDS = ("pass", "pwd", "secret", "token", "key", "credential")
+
+
+def _redact_key_values(text: str, lowered: str | None = None) -> str:
+    lowered = text.lower() if lowered is None else lowered
+    if not any(word in lowered for word in _KEY_WORDS) or not ("=" in text or ":" in text):
+        return text
     if len(lowered) != len(text):  # a few Unicode letters change length when lower-cased
         return _KEY_VALUE_ANYCASE.sub(lambda m: m.group(1) + REDACTED, text)
     out = []
@@ -65,6 +78,11 @@ def redact(text: str) -> str:
     """``text`` with credentials replaced by ``[REDACTED]``."""
     if not text:
         return text
-    for pattern, repl in _PATTERNS:
-        text = pattern.sub(repl, text)
-    return _redact_key_values(text)
+    lowered = text.lower()
+    changed = False
+    for (pattern, repl), needs in zip(_PATTERNS, _NEEDS, strict=True):
+        if needs(text, lowered):
+            new = pattern.sub(repl, text)
+            changed = changed or new != text
+            text = new
+    return _redact_key_values(text, None if changed else lowered)
