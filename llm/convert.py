@@ -10,7 +10,12 @@ Guarantees of `to_anthropic_request`:
   caching module puts one on empty-content assistant/tool messages) moves onto that message's last
   block — the `tool_result` block for a tool message;
 - empty text parts are dropped (the API rejects them), and a message left with no blocks is
-  dropped with them.
+  dropped with them;
+- attachments go as the API takes them: an `image_url` part becomes an `image` block, a `document`
+  part (a base64 PDF) goes as it is; their `_image` / `_document` metadata never does.
+
+`document_as_text` is the OpenAI-compatible route's form of a `document` part (that wire has no
+PDF block): the text the upload side extracted, or a note that there is none.
 """
 
 from __future__ import annotations
@@ -30,6 +35,31 @@ _NATIVE_BLOCK_TYPES = frozenset(
 
 def _strip_meta(d: Mapping[str, Any]) -> JsonDict:
     return {k: v for k, v in d.items() if not (isinstance(k, str) and k.startswith("_"))}
+
+
+def document_as_text(part: Mapping[str, Any]) -> JsonDict:
+    """A `document` part as a text part: "[PDF <name>, N pages]\n<extracted text>" from its
+    `_document` metadata, or, when the text is empty (a scan), "[PDF <name>, N pages: it has no text
+    layer, so its content cannot be read on this route]". A `cache_control` on the part is kept."""
+    meta = part.get("_document")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = next((str(v).strip() for v in (meta.get("name"), part.get("title")) if isinstance(v, str) and v.strip()),
+                "document.pdf")
+    pages = meta.get("pages")
+    head = f"PDF {name}"
+    if isinstance(pages, int) and not isinstance(pages, bool) and pages >= 0:
+        head += f", {pages} page" + ("" if pages == 1 else "s")
+    text = meta.get("text")
+    source = part.get("source")
+    if not isinstance(text, str) and isinstance(source, Mapping) and source.get("type") == "text":
+        text = source.get("data")  # a plain-text document carries its text itself
+    if isinstance(text, str) and text.strip():
+        out: JsonDict = {"type": "text", "text": f"[{head}]\n{text}"}
+    else:
+        out = {"type": "text", "text": f"[{head}: it has no text layer, so its content cannot be read on this route]"}
+    if part.get("cache_control"):
+        out["cache_control"] = copy.deepcopy(part["cache_control"])
+    return out
 
 
 def _image_from_url(url: str) -> JsonDict:

@@ -2,8 +2,10 @@
 `openai` SDK, for the main or the auxiliary model.
 
 Internal messages already use the OpenAI chat format, so conversion is only: drop `_` metadata
-keys, and normalise tool schemas to `{type: function, function: {...}}` (a `cache_control` on a
-schema is kept for OpenRouter). Cache markers placed by the caching module in the envelope layout
+keys (an image's `_image` included: images go as `image_url` parts), turn a `document` part (a PDF,
+which this wire has no block for) into a text part with the text the upload side extracted
+(`llm.convert.document_as_text`), and normalise tool schemas to `{type: function, function: {...}}`
+(a `cache_control` on a schema is kept for OpenRouter). Cache markers placed by the caching module in the envelope layout
 (on content parts) pass through untouched. Usage is normalised with OpenRouter's cache fields.
 """
 
@@ -18,6 +20,7 @@ import httpx
 import openai
 
 from llm.base import Final, Provider, StreamEvent, TextDelta, ToolCall
+from llm.convert import document_as_text
 from llm.errors import ProviderError, ProviderUnavailableError, classify
 from llm.usage import normalize_openai_usage
 
@@ -33,8 +36,23 @@ def _strip_meta(value: Any) -> Any:
     return value
 
 
+def _documents_as_text(content: Any) -> Any:
+    """A message's content with each `document` part (those inside tool results too) as text."""
+    if not isinstance(content, list):
+        return content
+    out = []
+    for part in content:
+        if isinstance(part, Mapping) and part.get("type") == "document":
+            part = document_as_text(part)
+        elif isinstance(part, Mapping) and isinstance(part.get("content"), list):
+            part = {**part, "content": _documents_as_text(part["content"])}
+        out.append(part)
+    return out
+
+
 def to_openai_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [_strip_meta(m) for m in messages]
+    return [_strip_meta({**m, "content": _documents_as_text(m["content"])} if isinstance(m.get("content"), list) else m)
+            for m in messages]
 
 
 def to_openai_tool(tool: Mapping[str, Any]) -> dict[str, Any]:

@@ -37,11 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # a bad HERMES_SIM_* value: one line naming it, no traceback
         print(f"simulator: {exc}", file=sys.stderr)
         return 2
+    stop = threading.Event()
+    # Before the "listening" line: a caller may send SIGTERM as soon as it has read it.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server = start_simulator(args.port, args.host, simulator=simulator, verbose=args.verbose)
     print(f"Hermes model simulator listening on {server.base_url}", flush=True)
-
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         stop.wait()
     except KeyboardInterrupt:

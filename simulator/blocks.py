@@ -5,7 +5,9 @@ block of each message. The validator uses this for breakpoint counting, TTL orde
 the simulator uses it for prefix-cache accounting, so both count tokens the same way.
 
 Token counting is injected (`count_text`), so this module stays free of the tokenizer. A block's
-tokens = tokens of its countable text + 1,500 per image (SPEC §3.1) + a per-message overhead on
+tokens = tokens of its countable text + its images (`image_tokens` of each image's real pixel size,
+decoded from its base64 data; a flat 1,500 when the pixels cannot be seen) + its PDFs
+(`document_tokens` of the extracted text's tokens and the page count) + a per-message overhead on
 the first block of each message (the product's counter adds the same, so the gauge agrees).
 
 Automatic caching (a top-level `cache_control`) becomes one more marker, on the last block that can
@@ -22,7 +24,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-IMAGE_TOKENS = 1_500
+from compression.core.media import document_tokens
+from simulator import media
+
 TextCounter = Callable[[str], int]
 
 
@@ -46,11 +50,14 @@ class Block:
     payload: str  # canonical JSON used for prefix hashing (cache_control stripped)
     first_of_message: bool = False
     kind: str = "text"  # "tool" for a tool definition, else the content block's type
+    image_tokens: int = 0  # its images' tokens (nested ones of a tool_result included)
+    documents: tuple[tuple[str, int], ...] = ()  # (extracted text, pages) of each PDF it holds
 
     def tokens(self, count_text: TextCounter, message_overhead: int = 0) -> int:
         return (
             count_text(self.text)
-            + IMAGE_TOKENS * self.images
+            + self.image_tokens
+            + sum(document_tokens(count_text(text) if text.strip() else 0, pages) for text, pages in self.documents)
             + (message_overhead if self.first_of_message else 0)
         )
 
@@ -86,6 +93,15 @@ def text_and_images(block: Any) -> tuple[str, int]:
         return str(block.get("text") or ""), 0
     if btype == "image":
         return "", 1
+    if btype == "document":
+        # Its title and context are text; a PDF's pages and text are billed by `attachments`; a
+        # plain-text (or content-blocks) document's text is text. Never its base64 payload.
+        source = block.get("source")
+        kind = source.get("type") if isinstance(source, Mapping) else None
+        data = str(source.get("data") or "") if kind == "text" and isinstance(source, Mapping) else ""
+        if kind == "content" and isinstance(source, Mapping):
+            data = "\n".join(text_and_images(part)[0] for part in _content_list(source.get("content")))
+        return "".join(str(v or "") for v in (data, block.get("title"), block.get("context"))), 0
     if btype == "tool_use":
         # The whole call is billed: its id and type as well as its name and input.
         return json.dumps(strip_cache_control(block), ensure_ascii=False, separators=(",", ":"), default=str), 0
@@ -104,6 +120,29 @@ def text_and_images(block: Any) -> tuple[str, int]:
     if btype == "thinking":
         return str(block.get("thinking") or ""), 0
     return json.dumps(strip_cache_control(block), ensure_ascii=False, default=str), 0
+
+
+def attachments(block: Any) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """The tokens of a content block's images and the (text, pages) of its PDFs, nested ones of a
+    `tool_result` included. A document the simulator cannot read (a URL or file source, a damaged
+    file) counts one page without text."""
+    if not isinstance(block, Mapping):
+        return 0, ()
+    btype = block.get("type")
+    if btype == "image":
+        return media.image_block_tokens(block), ()
+    if btype == "document":
+        source = block.get("source")
+        if isinstance(source, Mapping) and source.get("type") in ("text", "content"):
+            return 0, ()
+        return 0, (media.document_block(block) or ("", 1),)
+    if btype == "tool_result" and isinstance(block.get("content"), list):
+        images, documents = 0, ()
+        for part in block["content"]:
+            i, d = attachments(part)
+            images, documents = images + i, documents + d
+        return images, documents
+    return 0, ()
 
 
 def tool_text(tool: Mapping[str, Any]) -> str:
@@ -134,8 +173,10 @@ def flatten(body: Mapping[str, Any]) -> list[Block]:
         role = msg.get("role")
         for j, block in enumerate(_content_list(msg.get("content"))):
             text, images = text_and_images(block)
+            pixels, documents = attachments(block)
             payload = _canonical(["m", role, strip_cache_control(block)])
-            blocks.append(Block("messages", f"messages.{m}.content.{j}", text, images, payload, j == 0, _kind(block)))
+            blocks.append(Block("messages", f"messages.{m}.content.{j}", text, images, payload, j == 0, _kind(block),
+                                pixels, documents))
     return blocks
 
 

@@ -294,6 +294,7 @@ class Simulator:
                 api_version=api_version,
                 strict_roles=self.strict_roles,
                 message_overhead=self.message_overhead,
+                media_window=info.context_window,
             )
         except InvalidRequest as exc:
             raise SimError(400, "invalid_request_error", exc.message) from None
@@ -366,10 +367,11 @@ class Simulator:
         """`/v1/messages/count_tokens`: the validated body's prompt size (no faults, no cache)."""
         if not isinstance(body, Mapping):
             raise SimError(400, "invalid_request_error", "body: Input should be a valid dictionary")
-        self.model(body.get("model"))
+        info = self.model(body.get("model"))
         try:
             validate_messages_request(
-                body, api_version=api_version, strict_roles=self.strict_roles, require_max_tokens=False
+                body, api_version=api_version, strict_roles=self.strict_roles, require_max_tokens=False,
+                media_window=info.context_window,
             )
         except InvalidRequest as exc:
             raise SimError(400, "invalid_request_error", exc.message) from None

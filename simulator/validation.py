@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from simulator import blocks as _blocks
+from simulator import media as _media
 
 API_VERSION_2023 = "2023-06-01"
 API_VERSION_2026 = "2026-10-21"
@@ -330,17 +331,21 @@ def validate_messages_request(
     strict_roles: bool = False,
     require_max_tokens: bool = True,
     message_overhead: int = 0,
+    media_window: int | None = None,
 ) -> None:
     """Raise `InvalidRequest` (the API's text) for the first rule `body` breaks; return None if valid.
 
     - `context_window`: the prompt (every block of tools, system and messages) must fit:
       "prompt is too long: N tokens > W maximum". Counted with `count_tokens(text)` per block
-      (+1,500 per image, + `message_overhead` per message); without a counter, chars/4 rounded up.
+      (+ its images and PDFs, + `message_overhead` per message); without a counter, chars/4 rounded up.
     - `max_output`: the model's output cap for `max_tokens`.
     - `api_version`: on "2026-10-21" `temperature`/`top_p`/`top_k` are rejected.
     - `strict_roles`: the legacy first-message and alternation rules (the API now merges
       consecutive same-role turns, so they are off by default).
     - `require_max_tokens=False` for `/v1/messages/count_tokens` bodies.
+    - `media_window`: the model's context window; given, images and PDFs are decoded and refused
+      as the API refuses them (`simulator.media.media_problem`: the limits depend on the window).
+      Left out (as the engine's property tests do), attachments are not looked into.
     """
     _check_top_level(body, api_version, require_max_tokens)
     _check_system_and_tools(body)
@@ -350,6 +355,8 @@ def validate_messages_request(
     model = body["model"]
     if require_max_tokens and max_output is not None and body["max_tokens"] > max_output:
         raise InvalidRequest(max_tokens_message(body["max_tokens"], max_output, model))
+    if media_window is not None and (problem := _media.media_problem(body, context_window=media_window)):
+        raise InvalidRequest(problem)
     if context_window is not None:
         counter = count_tokens or (lambda text: -(-len(text) // 4))
         total = _blocks.prompt_tokens(body, counter, message_overhead=message_overhead)

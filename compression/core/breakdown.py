@@ -2,8 +2,9 @@
 
 Guarantees of ``context_breakdown``:
 - Each message counts what the engine counts for it (``message_tokens`` + ``MESSAGE_OVERHEAD_TOKENS``),
-  each tool schema ``count_tokens(tools_text([tool]))``; image parts count ``IMAGE_TOKENS`` each under
-  ``images``, taken out of their message's own kind, so nothing is counted twice.
+  each tool schema ``count_tokens(tools_text([tool]))``; image and document parts count what
+  ``media_tokens`` counts for them (the documented formulas) under ``images`` ("Images and
+  documents"), taken out of their message's own kind, so nothing is counted twice.
 - Parts come in ``KINDS`` order, tool sources in the mapping's order; a part with no tokens is left
   out, except ``free``. A message carrying ``SUMMARY_KEY`` is a summary whatever its role.
 - Real usage has no split: given a ``total``, the counted kinds are scaled to add up to it exactly
@@ -11,7 +12,7 @@ Guarantees of ``context_breakdown``:
   ``max(window, total + output_reserve)``; ``pct`` and ``x`` are shares of that whole (the window
   unless the context overflows it), so a stacked bar never runs past 100 %.
 - ``largest`` lists single messages (never the system prompt), biggest first, with tokens scaled by
-  the same factor. Non-dict entries, ``None`` content and negative or missing numbers never raise.
+  the same factor; a message with attachments names their files in its label. Non-dict entries, ``None`` content and negative or missing numbers never raise.
 - Pure; no I/O.
 """
 
@@ -24,13 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .markers import SUMMARY_KEY, summary_body_of
+from .media import attachment_name, media_parts
 from .tokens import (
-    IMAGE_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
     call_function,
     content_text,
-    count_images,
     count_tokens,
+    media_tokens,
     message_tokens,
     tool_calls_of,
     tools_text,
@@ -42,12 +43,13 @@ LABELS = {
     "summary": "Summary and anchor index",
     "messages": "User and assistant messages",
     "tool_results": "Tool results",
-    "images": "Images",
+    "images": "Images and documents",
     "other": "Not broken down",  # only when a reported total has no counted content to split over
     "output_reserve": "Reserved for the reply",
     "free": "Free space",
 }
 PREVIEW_CHARS = 80
+LABEL_FILES = 3  # attachments named in a largest item's label; the rest are "N more"
 
 
 @dataclass(frozen=True)
@@ -120,9 +122,14 @@ def _label_of(msg: Mapping[str, Any], kind: str, call_names: Mapping[str, str]) 
         return "Summary"
     if kind == "tool_results":
         name = msg.get("name") or call_names.get(str(msg.get("tool_call_id")))
-        return f"Tool result · {name}" if name else "Tool result"
-    role = msg.get("role")
-    return f"{role.capitalize()} message" if isinstance(role, str) and role else "Message"
+        label = f"Tool result · {name}" if name else "Tool result"
+    else:
+        role = msg.get("role")
+        label = f"{role.capitalize()} message" if isinstance(role, str) and role else "Message"
+    files = list(dict.fromkeys(n for n in map(attachment_name, media_parts(msg.get("content"))) if n))
+    if len(files) > LABEL_FILES:
+        files = [*files[:LABEL_FILES], f"{len(files) - LABEL_FILES} more"]
+    return f"{label} · {', '.join(files)}" if files else label
 
 
 def _preview(msg: Mapping[str, Any], kind: str) -> str:
@@ -177,7 +184,7 @@ def context_breakdown(
             if call.get("id") and name:
                 call_names[str(call["id"])] = str(name)
         own = message_tokens(msg)
-        images = min(own, IMAGE_TOKENS * count_images(msg.get("content")))
+        images = min(own, media_tokens(msg.get("content")))
         kind = _kind_of(msg)
         sums[kind] += own - images + MESSAGE_OVERHEAD_TOKENS
         sums["images"] += images

@@ -8,13 +8,18 @@ Guarantees:
   once per process, under a lock.
 - ``count_tokens`` accepts untrusted text: special-token strings such as ``<|endoftext|>`` are
   counted as ordinary text and never raise.
-- Image parts count a flat ``IMAGE_TOKENS`` (1,500) and their base64 payload is never counted as text.
+- Attachments count by the documented formulas (``media``), never their base64 payload as text:
+  an image part whose ``_image`` records its size counts ``image_tokens(width, height)``; an image
+  part without one (a tool's screenshot) a flat ``IMAGE_TOKENS`` (1,500); a ``document`` part
+  ``document_tokens(count_tokens(_document.text), _document.pages)`` plus its title and context (a
+  plain-text document its text; any other without ``_document`` one page without text). Parts
+  nested in tool results count too. The simulator bills the same attachment the same way.
 - A tool call counts its whole serialised envelope (id, type, name and arguments) and a tool result
   its ``tool_call_id``: the API bills those characters too. Entries that are not dicts (``None`` in
   ``tool_calls``) count nothing and never raise.
 - ``message_tokens`` honours a precomputed count stored on the message under ``_tokens`` so a
   history whose counts were stored once (on the DB row) is never re-tokenised. The stored value is
-  ``compute_message_tokens(msg)``: text tokens + 1,500 per image, without the per-message overhead
+  ``compute_message_tokens(msg)``: text tokens + its attachments' tokens, without the per-message overhead
   (walks add ``MESSAGE_OVERHEAD_TOKENS`` themselves).
 - ``RunningTotal`` estimates an append-only history in O(new messages) per call.
 """
@@ -29,12 +34,19 @@ import json
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from json.encoder import encode_basestring  # the C escaper json itself uses
 from pathlib import Path
 from typing import Any
 
+from .media import TOKENS_KEY as TOKENS_KEY  # re-exported: the per-message cache key
+from .media import count_images as count_images
+from .media import document_tokens, image_size_of, image_tokens, media_parts
+from .media import is_image_part as is_image_part
+from .media import is_media_part as is_media_part
+
+# An image whose size is not known (a tool's screenshot): the flat estimate.
 IMAGE_TOKENS = 1_500
-TOKENS_KEY = "_tokens"
 # Role, separators and key names cost a few tokens per message on every provider.
 MESSAGE_OVERHEAD_TOKENS = 4
 
@@ -50,7 +62,6 @@ _CL100K_SPECIAL = {
     "<|endofprompt|>": 100276,
 }
 _CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
-_IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})
 
 _encoding_lock = threading.Lock()
 _encoding: Any = None
@@ -109,10 +120,6 @@ def estimate_tokens_rough(text: str | None) -> int:
     return math.ceil(len(text) / 4)
 
 
-def is_image_part(part: Any) -> bool:
-    return isinstance(part, Mapping) and part.get("type") in _IMAGE_TYPES
-
-
 def _part_text(part: Any) -> str:
     """The countable text of one content block (images excluded by the caller)."""
     if isinstance(part, str):
@@ -132,26 +139,49 @@ def _part_text(part: Any) -> str:
 
 
 def content_text(content: Any) -> str:
-    """Concatenated text of a message's content; image parts contribute nothing."""
+    """Concatenated text of a message's content; image and document parts contribute nothing."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, Sequence):
-        return "\n".join(_part_text(p) for p in content if not is_image_part(p))
+        return "\n".join(_part_text(p) for p in content if not is_media_part(p))
     return str(content)
 
 
-def count_images(content: Any) -> int:
-    if isinstance(content, Sequence) and not isinstance(content, str):
-        n = 0
-        for p in content:
-            if is_image_part(p):
-                n += 1
-            elif isinstance(p, Mapping) and p.get("type") == "tool_result":
-                n += count_images(p.get("content"))
-        return n
-    return 0
+@lru_cache(maxsize=64)
+def _document_text_tokens(text: str) -> int:
+    """A PDF's extracted text is recounted by every breakdown of its conversation: remembered."""
+    return count_tokens(text)
+
+
+def _document_part_tokens(part: Mapping[str, Any], count: Callable[[str], int]) -> int:
+    meta = part.get("_document")
+    extra = "".join(str(part.get(k) or "") for k in ("title", "context"))
+    source = part.get("source")
+    if isinstance(meta, Mapping):
+        text, pages = meta.get("text"), meta.get("pages")
+        text = text if isinstance(text, str) else ""
+        pages = pages if isinstance(pages, int) and not isinstance(pages, bool) else 1
+        return document_tokens(count(text) if text.strip() else 0, pages) + (count(extra) if extra else 0)
+    if isinstance(source, Mapping) and source.get("type") == "text":  # a plain-text document is its text
+        return count(str(source.get("data") or "") + extra)
+    if isinstance(source, Mapping) and source.get("type") == "content":  # so is one made of text blocks
+        return count(content_text(source.get("content")) + extra)
+    return document_tokens(0, 1) + (count(extra) if extra else 0)
+
+
+def part_media_tokens(part: Mapping[str, Any], count: Callable[[str], int] | None = None) -> int:
+    """Tokens of one image or document part (see the module docstring); ``count`` counts text."""
+    if is_image_part(part):
+        size = image_size_of(part)
+        return image_tokens(*size) if size is not None else IMAGE_TOKENS
+    return _document_part_tokens(part, count or _document_text_tokens)
+
+
+def media_tokens(content: Any, count: Callable[[str], int] | None = None) -> int:
+    """Tokens of every image and document in a message's content, those inside tool results too."""
+    return sum(part_media_tokens(p, count) for p in media_parts(content))
 
 
 def tool_calls_of(msg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -225,7 +255,7 @@ def _content_chars(content: Any) -> int:
     if isinstance(content, str):
         return len(content)
     if isinstance(content, Sequence):
-        lengths = [len(_part_text(p)) for p in content if not is_image_part(p)]
+        lengths = [len(_part_text(p)) for p in content if not is_media_part(p)]
         return sum(lengths) + max(0, len(lengths) - 1)
     return len(str(content))
 
@@ -237,13 +267,16 @@ def message_chars(msg: Mapping[str, Any]) -> int:
 
 
 def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int:
-    """Characters of every message / 4 (rounded up once over the total) + 1,500 per image part."""
+    """Characters of every message / 4 (rounded up once over the total) + its attachments' tokens
+    (a document's text estimated at characters / 4 too)."""
     chars = 0
-    images = 0
+    media = 0
     for msg in messages:
         chars += message_chars(msg)
-        images += count_images(msg.get("content"))
-    return math.ceil(chars / 4) + IMAGE_TOKENS * images
+        content = msg.get("content")
+        if content and not isinstance(content, str):
+            media += media_tokens(content, estimate_tokens_rough)
+    return math.ceil(chars / 4) + media
 
 
 def tools_text(tools: Iterable[Mapping[str, Any]] | None) -> str:
@@ -274,8 +307,8 @@ def estimate_request_tokens_rough(
 
 
 def compute_message_tokens(msg: Mapping[str, Any]) -> int:
-    """Tokenise one message with tiktoken: its text (content, call envelopes, ids, name) + 1,500 per image."""
-    return count_tokens(message_text(msg)) + IMAGE_TOKENS * count_images(msg.get("content"))
+    """Tokenise one message with tiktoken: its text (content, call envelopes, ids, name) + its attachments."""
+    return count_tokens(message_text(msg)) + media_tokens(msg.get("content"))
 
 
 def stored_tokens(msg: Mapping[str, Any]) -> int | None:

@@ -242,10 +242,24 @@ PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjC
 
 
 def test_a_real_model_id_refuses_a_prompt_over_its_window_with_the_api_text(client):
+    """Images of the largest size the API keeps unscaled (1,640 tokens each, up to the 600 a 1M
+    window allows) and text to one token past the window."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from compression.core.media import image_tokens
+
     window = get_model(REAL).context_window
-    images = window // 1500 + 1  # 1,500 tokens each: one image past the window
-    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}}
+    buffer = io.BytesIO()
+    Image.new("RGB", (784, 1568), (200, 30, 30)).save(buffer, format="PNG")
+    data = base64.b64encode(buffer.getvalue()).decode()
+    each = image_tokens(784, 1568)
+    images = 600
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    filler = words(window - images * each + 1)
     with pytest.raises(anthropic.BadRequestError) as info:
-        client.messages.create(model=REAL, max_tokens=16, messages=[user(*[image] * images)])
-    tokens = images * 1500 + MESSAGE_OVERHEAD_TOKENS
+        client.messages.create(model=REAL, max_tokens=16, messages=[user(*[image] * images, text(filler))])
+    tokens = images * each + count_tokens(filler) + MESSAGE_OVERHEAD_TOKENS
     assert info.value.api_message == f"prompt is too long: {tokens} tokens > {window} maximum"
