@@ -30,7 +30,7 @@ from typing import Any
 from .markers import MERGED_KEY, is_summary_only, split_merged, strip_summary_wrapping
 from .redact import redact
 from .template import SUMMARY_TEMPLATE, TEMPLATE_HEADINGS  # noqa: F401  (re-exported: defined once there)
-from .tokens import call_function, content_text, count_images
+from .tokens import call_function, content_text, count_images, is_image_part
 
 CONTENT_MAX = 6_000
 CONTENT_HEAD = 4_000
@@ -135,10 +135,31 @@ def _render_content(content: Any, *, reasoning: bool = True) -> str:
     text = content_text(content)
     if not reasoning:
         text = strip_reasoning(text).strip()
-    images = count_images(content)
-    if images:
-        text = (text + "\n" if text else "") + " ".join(["[image]"] * images)
+    marks = _attachment_marks(content)
+    if marks:
+        text = (text + "\n" if text else "") + " ".join(marks)
     return text
+
+
+def _attachment_marks(content: Any) -> list[str]:
+    """``[image <name>]`` per image (``[image]`` when it has no name) and ``[PDF <name>, N pages]``
+    per document: the summariser learns what was attached, never its bytes."""
+    marks: list[str] = []
+    named = 0
+    for part in content if isinstance(content, list) else ():
+        if not isinstance(part, Mapping):
+            continue
+        meta = part.get("_image") if isinstance(part.get("_image"), Mapping) else None
+        if meta and is_image_part(part):
+            named += 1
+            marks.append(f"[image {meta.get('name') or ''}]".replace(" ]", "]"))
+        doc = part.get("_document") if isinstance(part.get("_document"), Mapping) else None
+        if part.get("type") == "document":
+            doc = doc or {}
+            pages = doc.get("pages")
+            marks.append(f"[PDF {doc.get('name') or 'document'}" + (f", {pages} pages]" if pages else "]"))
+    marks.extend(["[image]"] * (count_images(content) - named))
+    return marks
 
 
 def _render_call(call: Any) -> str:
