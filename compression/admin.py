@@ -2,7 +2,11 @@
 
 - Each settings group is a singleton: its list page opens the one row, it cannot be added twice or
   deleted, and saving goes through ``settings_store.save_group`` (validated, audited, broadcast).
-- The auxiliary API key is write-only (see ``AuxiliarySettingsForm``).
+- The auxiliary API key is write-only (see ``AuxiliarySettingsForm``). The auxiliary page's *Test
+  connection* button (a CSRF-protected POST to ``admin:compression_auxiliarysettings_test``, change
+  permission) makes one tiny call with the values in the form, the stored key when the key field is
+  blank, and shows the answer or the error on the page with the form as typed; nothing is saved.
+- The context engine page names the plugins that failed to load, with their error.
 - The audit trail is read-only and visible to every staff member.
 - "Import config.yaml" / "Export config.yaml" live under the compression settings page and are
   reachable from every settings page; like every admin view they require staff.
@@ -22,7 +26,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.text import Truncator
 
-from compression import mcp_config, settings_store, yaml_io
+from compression import mcp_config, model_checks, settings_store, yaml_io
 from compression.core.config import yaml_key
 from compression.forms import (
     AgentSettingsForm,
@@ -167,10 +171,54 @@ class CompressionSettingsAdmin(SingletonSettingsAdmin):
 @admin.register(AuxiliarySettings)
 class AuxiliarySettingsAdmin(SingletonSettingsAdmin):
     form = AuxiliarySettingsForm
+    change_form_template = "admin/compression/auxiliarysettings_change_form.html"
     fieldsets = [
         (None, {"fields": ["provider", "model", "base_url", "timeout"], "description": APPLY_NOTE}),
         ("Credentials", {"fields": ["api_key", "clear_api_key"]}),
     ]
+
+    def get_urls(self):
+        test = path("<path:object_id>/test-connection/", self.admin_site.admin_view(self.test_connection_view),
+                    name="compression_auxiliarysettings_test")
+        return [test, *super().get_urls()]
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        can_test = object_id is not None and self.has_change_permission(request)
+        extra_context = {**(extra_context or {}), "test_connection_url": (
+            reverse("admin:compression_auxiliarysettings_test", args=[object_id]) if can_test else "")}
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def test_connection_view(self, request, object_id):
+        """Run the connection test on the posted values, then show the change page with the form as
+        typed (bound, so the key field stays empty) and the result; the admin saves nothing."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        obj = self.model.load()
+        if str(object_id) != str(obj.pk):
+            raise Http404
+        if not self.has_change_permission(request, obj):
+            raise PermissionDenied
+        form = self.get_form(request, obj, change=True)(request.POST, instance=obj)
+        result = None
+        if form.is_valid():
+            result = model_checks.auxiliary_connection_test(form.group_values(),
+                                                            main=settings_store.current().model)
+        request.hermes_test_only = True  # read by get_form: this POST renders, it never saves
+        change_url = reverse("admin:compression_auxiliarysettings_change", args=[obj.pk])
+        return self.changeform_view(request, str(obj.pk), change_url,
+                                    {"connection_test": result, "connection_test_refused": result is None})
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        if getattr(request, "hermes_test_only", False):
+            return type(form.__name__, (form,), {"is_valid": _render_only})
+        return form
+
+
+def _render_only(form) -> bool:
+    """``is_valid`` of a form the admin must render and never save (its errors still show)."""
+    _ = form.errors  # cleans the form once, as is_valid would
+    return False
 
 
 @admin.register(PromptCachingSettings)
@@ -180,6 +228,8 @@ class PromptCachingSettingsAdmin(SingletonSettingsAdmin):
 
 @admin.register(ContextEngineSettings)
 class ContextEngineSettingsAdmin(SingletonSettingsAdmin):
+    """The engine select and the plugins that failed to load come from the form (``engines``)."""
+
     form = ContextEngineSettingsForm
 
 

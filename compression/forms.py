@@ -3,8 +3,9 @@
 Every group form checks its values with the shared core validator (``compression.core.config``), so
 a refused value carries the same message, naming the valid range, as the YAML import and the
 engine. Choice fields render as a select but accept any text, leaving the verdict (and its message)
-to that validator. The model settings are also checked against the catalogue
-(``compression.model_checks``). API keys are write-only. The terminal is refused where its sandbox
+to that validator. The model settings are also checked against the catalogue, and the context
+engine against the engines this installation has (``compression.model_checks``, the same checks the
+config.yaml import runs); the engine is a select of those. API keys are write-only. The terminal is refused where its sandbox
 cannot start. MCP servers are checked by ``compression.mcp_config`` (``MCPServerForm``); their
 environment and header values are write-only.
 """
@@ -17,7 +18,7 @@ from django.utils.html import escape
 
 from compression import guards, mcp_config
 from compression.core.config import SPECS, ConfigValueError, build_group, group_fields, valid_range
-from compression.model_checks import auxiliary_model_problems, main_model_problems
+from compression.model_checks import engine_choices, engine_problems, settings_problems
 from compression.models import (
     AgentSettings,
     AuxiliarySettings,
@@ -76,7 +77,13 @@ class GroupSettingsForm(forms.ModelForm):
                 target = error.field if error.field in self.fields else None
                 if target is None or target not in self.errors:
                     self.add_error(target, error.message)
+        if not self.errors:
+            _add_problems(self, self.installation_problems(self.group_values()))
         return cleaned
+
+    def installation_problems(self, values: dict[str, Any]) -> list[tuple[str, str]]:
+        """What the catalogue and the installed engines rule out (the import runs the same checks)."""
+        return settings_problems(self.group, values)
 
 
 class CompressionSettingsForm(GroupSettingsForm):
@@ -143,11 +150,6 @@ class AuxiliarySettingsForm(WriteOnlyKeyForm):
         model = AuxiliarySettings
         fields = [f for f in group_fields("auxiliary") if f != "api_key"]
 
-    def clean(self):
-        cleaned = super().clean()
-        if not self.errors:
-            _add_problems(self, auxiliary_model_problems(self.group_values()))
-        return cleaned
 
 
 class PromptCachingSettingsForm(GroupSettingsForm):
@@ -159,11 +161,29 @@ class PromptCachingSettingsForm(GroupSettingsForm):
 
 
 class ContextEngineSettingsForm(GroupSettingsForm):
+    """The engine is a select of the engines this installation has; ``engines.failed`` names the
+    plugins that did not load (the page lists them with their error)."""
+
     group = "context"
 
     class Meta:
         model = ContextEngineSettings
         fields = list(group_fields("context"))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.engines = engine_choices()
+        options = [(name, name) for name in self.engines.names]
+        stored = getattr(self.instance, "engine", "")
+        if stored and stored not in self.engines.names:  # say what the stored value does today
+            options.append((stored, f"{stored} (not available: the built-in compressor runs instead)"))
+        self.fields["engine"].widget = forms.Select(choices=options)
+        self.fields["engine"].help_text = ("The engines this installation has: the built-in compressor and lcm, "
+                                           "the plugins in plugins/context_engine/ that load, and engines "
+                                           "registered in code.")
+
+    def installation_problems(self, values: dict[str, Any]) -> list[tuple[str, str]]:
+        return engine_problems(values, self.engines)
 
 
 class ModelDefaultsForm(WriteOnlyKeyForm):
@@ -177,11 +197,6 @@ class ModelDefaultsForm(WriteOnlyKeyForm):
         model = ModelDefaults
         fields = [f for f in group_fields("model") if f != "api_key"]
 
-    def clean(self):
-        cleaned = super().clean()
-        if not self.errors:
-            _add_problems(self, main_model_problems(self.group_values()))
-        return cleaned
 
 
 class AgentSettingsForm(GroupSettingsForm):

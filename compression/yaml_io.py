@@ -19,7 +19,10 @@ Guarantees:
   ``model.default`` and a plain ``model: <name>`` are understood too.
 - Secrets are never exported. An ``auxiliary.compression.api_key`` in an imported file is stored
   (masked in the audit trail), and an export followed by an import leaves the stored key alone.
-- Like the admin form, an import cannot switch the terminal on where its sandbox cannot start.
+- Like the admin form, an import cannot switch the terminal on where its sandbox cannot start, and
+  every group it touches gets the forms' own checks (``model_checks.settings_problems``: the main
+  model against the catalogue, the auxiliary model against its route's, the context engine among
+  those installed), naming the line of the refused key.
 - ``mcp_servers`` (Hermes' layout: ``<name>: {command, args, env}`` or ``{url, headers}``, then
   ``enabled``, ``timeout``, ``connect_timeout``, ``tools: {include, exclude}``) is checked by
   ``compression.mcp_config.validate_server`` and written by its ``server_apply`` in the same
@@ -40,7 +43,7 @@ from typing import Any
 import yaml
 from django.db import transaction
 
-from compression import guards, mcp_config, settings_store
+from compression import guards, mcp_config, model_checks, settings_store
 from compression.core.config import (
     YAML_SECTIONS,
     ConfigValueError,
@@ -345,8 +348,9 @@ def import_config(text: str, *, user=None, source: str = "import", dry_run: bool
         with transaction.atomic():
             before = settings_store.current()
             config = settings_store.save_groups(parsed.values, user=user, source=source)
-            if mcp_errors:
-                raise ConfigImportError(mcp_errors)
+            problems = mcp_errors + _installation_problems(parsed, config)
+            if problems:
+                raise ConfigImportError(problems)
             _check_terminal(parsed, config)
             changes = _diff(before, config, parsed.values)
             mcp_changes: dict[str, dict[str, tuple[str, str]]] = {}
@@ -362,6 +366,17 @@ def import_config(text: str, *, user=None, source: str = "import", dry_run: bool
             [(parsed.lines.get((e.group, e.field)), f"{e.key} {e.message}") for e in exc.all] + mcp_errors) from None
     return ImportResult(changes=changes, warnings=parsed.warnings + mcp_warnings, config=config,
                         mcp_changes={name: fields for name, fields in mcp_changes.items() if fields})
+
+
+def _installation_problems(parsed: ParsedConfig, config: RuntimeConfig) -> list[tuple[int | None, str]]:
+    """What the forms refuse beyond the validator, for each group in the file (its stored values
+    with the file's applied), at the line of the key refused (else the group's first key)."""
+    errors: list[tuple[int | None, str]] = []
+    for group in parsed.values:
+        first = min((line for (g, _), line in parsed.lines.items() if g == group), default=None)
+        for name, message in model_checks.settings_problems(group, config_values(getattr(config, group))):
+            errors.append((parsed.lines.get((group, name), first), message))
+    return errors
 
 
 def _check_terminal(parsed: ParsedConfig, config: RuntimeConfig) -> None:

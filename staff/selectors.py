@@ -17,6 +17,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from compression.core.compressor_state import ANTI_THRASH_LIMIT
+from compression.models import SettingsChange
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
 from sessions.presenters import LEVEL_WORDS, bar, pressures
 from sessions.selectors import active_sessions_by_conversation
@@ -210,11 +211,28 @@ def metrics_snapshot(*, now: float | None = None, cfg=None) -> dict:
 AUX_FAILURE_WINDOW = dt.timedelta(days=1)
 
 
+AUX_STREAK_LOOKBACK = 20
+SUMMARISING_STATUSES = ("compressed", "failed")  # the compressions that called a summariser
+
+
 def auxiliary_failures(*, limit: int = 5) -> dict:
     """Compressions of the last day whose auxiliary summariser failed (the main model stood in):
-    the sign of a misconfigured auxiliary route."""
+    the sign of a misconfigured auxiliary route. ``streak``: how many of the installation's latest
+    summarising compressions in a row fell back (up to ``AUX_STREAK_LOOKBACK``); ``changed_since``:
+    the auxiliary settings were saved after the latest fallback (the next compression will tell).
+    Four queries at most."""
     recent = CompressionEvent.objects.filter(started_at__gte=timezone.now() - AUX_FAILURE_WINDOW).exclude(aux_failure="")
-    return {"count": recent.count(), "latest": list(recent.order_by("-id")[:limit])}
+    latest = list(recent.order_by("-id")[:limit])
+    streak = 0
+    for failure in (CompressionEvent.objects.filter(status__in=SUMMARISING_STATUSES).order_by("-id")
+                    .values_list("aux_failure", flat=True)[:AUX_STREAK_LOOKBACK]):
+        if not failure:
+            break
+        streak += 1
+    changed_since = bool(latest) and SettingsChange.objects.filter(group="auxiliary",
+                                                                   at__gt=latest[0].started_at).exists()
+    return {"count": recent.count() if latest else 0, "latest": latest, "streak": streak,
+            "changed_since": changed_since}
 
 
 def mcp_servers() -> list[dict]:

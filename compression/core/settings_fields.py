@@ -161,7 +161,8 @@ SPECS: dict[str, dict[str, FieldSpec]] = {
         "engine": FieldSpec("str", "a registered or plugin engine name",
                             "Context engine: compressor (the built-in, default) or lcm (the compressor plus an "
                             "anchor index in each summary and context_search / context_expand tools over "
-                            "everything compacted); an unknown name falls back to the built-in compressor "
+                            "everything compacted), or a plugin that loads here. The admin and config.yaml import "
+                            "refuse any other name; one stored earlier falls back to the built-in compressor "
                             "with a warning.", _engine_name),
     },
     "model": {

@@ -28,7 +28,7 @@ from compression.core.summary import SummariserUnavailable, SummaryResult, summa
 from llm.models import get_model
 from sessions import live
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
-from sessions.services import pressure, runtime
+from sessions.services import notices, pressure, runtime
 from sessions.services.context import context_messages, context_rows, message_append, session_active
 from sessions.services.enqueue import enqueue_fast
 from sessions.services.locks import COMPRESSION_LOCK, TURN_LOCK, lease_kept, lock_acquire, lock_refresh, lock_release
@@ -371,6 +371,7 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
             event.aux_failure = result.summariser_fallback_reason[:2000]
             log.warning("the auxiliary summariser of conversation %s failed (%s); the main model summarised",
                         conversation.id, result.summariser_fallback_reason)
+            notices.auxiliary_fallback_notify(event=event)  # the second in a row tells the user
         if result.status == "compressed":
             with transaction.atomic():
                 session = _persist(conversation=conversation, session=session, result=result, in_place=in_place, event=event)

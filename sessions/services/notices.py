@@ -1,9 +1,13 @@
-"""One-time notices per user account.
+"""Notices for the user: one-time notices per account, and the auxiliary-fallback notice.
 
 ``codex_autoraise_notice_for`` returns the SPEC §4 notice at most once per user account: the first
 caller that records the ``UserNotice`` row gets the text, every later call (any conversation, any
 process) gets None. The row is written in its own transaction; a concurrent duplicate loses on the
 unique constraint and returns None.
+
+``auxiliary_fallback_notify`` tells the conversation's open pages when its auxiliary summariser
+failed in ``AUX_FALLBACK_STREAK`` compressions in a row (the main model wrote those summaries), so
+a broken auxiliary setting does not go unnoticed; the event feed says so too while it lasts.
 """
 from __future__ import annotations
 
@@ -11,7 +15,12 @@ from django.db import IntegrityError, transaction
 
 from compression import settings_store
 from compression.core.thresholds import is_codex_autoraise_model, resolve_threshold
-from sessions.models import UserNotice
+from sessions import live
+from sessions.models import CompressionEvent, UserNotice
+
+AUX_FALLBACK_STREAK = 2
+# Compressions that called a summariser (a skipped, queued or no-op one says nothing about it).
+SUMMARISING_STATUSES = ("compressed", "failed")
 
 CODEX_AUTORAISE_NOTICE = "codex_autoraise"
 OPT_OUT_HINT = "Staff change it in Admin → Context compression → compression settings."
@@ -44,3 +53,26 @@ def codex_autoraise_notice_for(user, conversation, *, cfg=None) -> str | None:
     except IntegrityError:
         return None  # another request showed it first
     return f"{decision.notice} {OPT_OUT_HINT}"
+
+
+def auxiliary_fallback_notice(*, event: CompressionEvent) -> str | None:
+    """The notice when ``event``'s auxiliary summariser failed and so did the one of each of the
+    conversation's previous compressions, back to ``AUX_FALLBACK_STREAK`` in a row; else None."""
+    if not event.aux_failure:
+        return None
+    previous = list(CompressionEvent.objects.filter(conversation_id=event.conversation_id, id__lt=event.id,
+                                                    status__in=SUMMARISING_STATUSES)
+                    .order_by("-id").values_list("aux_failure", flat=True)[:AUX_FALLBACK_STREAK - 1])
+    if len(previous) < AUX_FALLBACK_STREAK - 1 or not all(previous):
+        return None
+    reason = event.aux_failure if len(event.aux_failure) <= 300 else event.aux_failure[:299] + "…"
+    return (f"{AUX_FALLBACK_STREAK} compressions in a row: the auxiliary model failed: {reason}; the main model "
+            "wrote these summaries. Ask an administrator to check the auxiliary model settings.")
+
+
+def auxiliary_fallback_notify(*, event: CompressionEvent) -> str | None:
+    """Push the auxiliary-fallback notice to the conversation's open pages when it applies."""
+    text = auxiliary_fallback_notice(event=event)
+    if text:
+        live.notice(event.conversation_id, text, level="warning")
+    return text

@@ -61,7 +61,7 @@ VALID = {
                   {"provider": "custom", "model": "small-summariser", "base_url": "http://127.0.0.1:9000/v1",
                    "timeout": 900}),
     "caching": ({"cache_ttl": "1h", "strategy": "none"}, {"cache_ttl": "1h", "strategy": "none"}),
-    "context": ({"engine": "lossless_recall"}, {"engine": "lossless_recall"}),
+    "context": ({"engine": "lcm"}, {"engine": "lcm"}),
     "model": ({"provider": "anthropic", "model": "claude-sonnet-4-5", "context_length": "64000", "max_tokens": "1"},
               {"provider": "anthropic", "model": "claude-sonnet-4-5", "context_length": 64000, "max_tokens": 1}),
     "agent": ({"max_iterations": "200", "terminal_enabled": True, "terminal_timeout": "600"},
