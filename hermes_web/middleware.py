@@ -2,9 +2,13 @@
 answer an oversized post with a bare 400)."""
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+
+_UPLOAD = re.compile(r"^/conversations/[0-9a-f-]{36}/attachments$")
 
 
 class RequestSizeLimitMiddleware:
@@ -17,6 +21,16 @@ class RequestSizeLimitMiddleware:
         except ValueError:
             length = 0
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if _UPLOAD.match(request.path):
+            # An attachment is streamed to a temporary file, not held in memory: its own limit
+            # (the view refuses anything over it with a clear reason), plus the form's envelope.
+            limit = settings.HERMES_ATTACHMENT_MAX_BYTES + 64 * 1024
+        if limit is not None and length > limit and _UPLOAD.match(request.path):
+            from sessions.services.attachments import human_size  # a view's helper: loaded once the apps are
+
+            most = settings.HERMES_ATTACHMENT_MAX_BYTES
+            return JsonResponse({"error": f"The upload is {human_size(length)}; a file may be at most "
+                                          f"{human_size(most)}. Nothing was stored."}, status=413)
         if limit is not None and length > limit and not request.path.startswith("/admin/"):
             text = (f"The message is too large to accept ({length:,} bytes; the limit is {limit:,}). "
                     "Nothing was stored. Put large content in a file in the workspace and ask the agent to read it.")

@@ -189,6 +189,13 @@ HERMES_METRICS_TOKEN = env_str("HERMES_METRICS_TOKEN")
 HERMES_COMPRESSION_LOCK_TTL = env_int("HERMES_COMPRESSION_LOCK_TTL", 30, minimum=1)
 HERMES_TURN_LOCK_TTL = env_int("HERMES_TURN_LOCK_TTL", 30, minimum=1)
 HERMES_SWEEP_INTERVAL = env_int("HERMES_SWEEP_INTERVAL", 10, minimum=0)  # seconds; 0: no sweep
+# Attachments in the chat (sessions/services/attachments.py): the stored originals live under
+# DATA_DIR/attachments/<conversation>/; the limits are checked on every upload and send.
+HERMES_ATTACHMENTS_DIR = DATA_DIR / "attachments"
+HERMES_ATTACHMENT_MAX_BYTES = env_int("HERMES_ATTACHMENT_MAX_BYTES", 20 * 1024 * 1024, minimum=1)
+HERMES_ATTACHMENTS_PER_MESSAGE = env_int("HERMES_ATTACHMENTS_PER_MESSAGE", 5, minimum=1, maximum=100)
+HERMES_ATTACHMENT_PDF_MAX_PAGES = env_int("HERMES_ATTACHMENT_PDF_MAX_PAGES", 100, minimum=1)
+HERMES_ATTACHMENT_PENDING_HOURS = env_int("HERMES_ATTACHMENT_PENDING_HOURS", 24, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -7,9 +7,12 @@ in id order; the context the model sees is the active session's unarchived messa
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils import timezone
 
 from compression.core.markers import SUMMARY_KEY
@@ -146,11 +149,68 @@ class Turn(models.Model):
 
     @property
     def shown_text(self) -> str:
-        """What the user asked: the stored message once the turn started, the queued text before."""
+        """What the user asked: the stored message once the turn started, the queued text before
+        (a message with attachments: its text part)."""
         if self.user_message_id and self.user_message is not None:
             content = self.user_message.content
+            if isinstance(content, list):
+                return next((str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text"), "")
             return content if isinstance(content, str) else ""
         return self.text
+
+
+class Attachment(models.Model):
+    """A file the user attached to a message (sessions/services/attachments.py). Pending while
+    `turn` is null (uploaded, not sent yet); claimed by the turn that sends it; linked to the
+    message once that turn's message enters the history. The original file is kept under
+    HERMES_ATTACHMENTS_DIR (`storage`, a random name: the user's file name never reaches the
+    file system there) and removed with the row."""
+
+    KINDS = [("image", "image"), ("pdf", "pdf"), ("text", "text")]
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="attachments")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="attachments")
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="attachments")
+    message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="attachments")
+    kind = models.CharField(max_length=10, choices=KINDS)
+    name = models.CharField(max_length=200, help_text="The file's name, sanitised.")
+    size = models.PositiveBigIntegerField()
+    media_type = models.CharField(max_length=100)
+    width = models.PositiveIntegerField(null=True, blank=True, help_text="Of the original image.")
+    height = models.PositiveIntegerField(null=True, blank=True)
+    pages = models.PositiveIntegerField(null=True, blank=True)
+    has_text = models.BooleanField(default=True, help_text="False for a PDF without a text layer.")
+    sha256 = models.CharField(max_length=64)
+    storage = models.CharField(max_length=200, help_text="Relative to HERMES_ATTACHMENTS_DIR.")
+    workspace_name = models.CharField(max_length=255, blank=True,
+                                      help_text="A text file: its name in the workspace, once written there.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["conversation", "owner", "turn"]), models.Index(fields=["turn", "created_at"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def path(self) -> Path:
+        return Path(settings.HERMES_ATTACHMENTS_DIR) / self.storage
+
+    @property
+    def thumbnail_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".thumb")
+
+    def files_remove(self) -> None:
+        for path in (self.path, self.thumbnail_path):
+            path.unlink(missing_ok=True)
+
+
+@receiver(post_delete, sender=Attachment)
+def _attachment_files_removed(sender, instance: Attachment, **kwargs) -> None:
+    """The stored files go with the row (a conversation's or a user's deletion included), once
+    the deletion committed."""
+    transaction.on_commit(instance.files_remove)
 
 
 class CompressionEvent(models.Model):

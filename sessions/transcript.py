@@ -8,20 +8,29 @@ happened, the queue of turns waiting to start, and the state the status line and
   text enters the history only then. Cancelled ones never happened and are not shown.
 - Assistant text is sanitised markdown (`sessions.markdown`); everything else is escaped by the
   templates.
+- A user message with attachments (its content a list of parts) shows the text as typed, then a
+  thumbnail that opens each image and a link to each other file, from the `Attachment` rows: the
+  original files, whatever a compaction later did to the model's copy.
 
 Reads in a fixed number of queries: the messages, the dividers' events (when there are
-dividers) and one query for the turns.
+dividers), the attachments (when a message has some) and one query for the turns.
 """
 from __future__ import annotations
+
+import re
 
 from django.db.models import Q
 
 from sessions import selectors
 from sessions.markdown import render_markdown
-from sessions.models import CompressionEvent, Conversation, Message, Turn
+from sessions.models import Attachment, CompressionEvent, Conversation, Message, Turn
+from sessions.services.attachments import human_size
 
 SHOWN = ("queued", "running", "failed", "stopped")
 _NOT_LOOKED_UP = object()
+# The lines naming a message's attachments at the end of its text (for the model; the page shows
+# the attachments themselves).
+_ATTACHED_LINES = re.compile(r"(?:\n*\[attached[^\n]*\])+\s*\Z")
 
 
 def turns_shown(conversation: Conversation) -> list[Turn]:
@@ -31,12 +40,42 @@ def turns_shown(conversation: Conversation) -> list[Turn]:
                 .filter(Q(status__in=SHOWN) | Q(id__in=latest)).select_related("user_message").order_by("id"))
 
 
-def message_entry(message: Message, event=_NOT_LOOKED_UP) -> dict:
-    """One message as an entry; assistant text as sanitised markdown."""
+def typed_text(text: str) -> str:
+    """A message's text without the lines naming its attachments."""
+    return _ATTACHED_LINES.sub("", text or "")
+
+
+def attachments_of_messages(message_ids: list[int]) -> dict[int, list[Attachment]]:
+    """The attachments of these messages, by message id, in one query."""
+    out: dict[int, list[Attachment]] = {}
+    if message_ids:
+        for a in Attachment.objects.filter(message_id__in=message_ids).order_by("id"):
+            out.setdefault(a.message_id, []).append(a)
+    return out
+
+
+def _has_attachments(message: Message) -> bool:
+    return message.role == "user" and isinstance(message.content, list)
+
+
+def _attachment_items(rows) -> list[dict]:
+    return [{"id": a.id, "kind": a.kind, "name": a.name, "size": human_size(a.size), "pages": a.pages,
+             "has_text": a.has_text, "width": a.width, "height": a.height} for a in rows]
+
+
+def message_entry(message: Message, event=_NOT_LOOKED_UP, attachments=_NOT_LOOKED_UP) -> dict:
+    """One message as an entry; assistant text as sanitised markdown; a user message's
+    attachments (looked up unless given) as items for thumbnails and links."""
     entry = selectors.transcript_entry(message) if event is _NOT_LOOKED_UP else selectors.transcript_entry(message, event)
-    entry.update(kind="message", stopped=message.stopped, replaced=message.replaced, html="")
+    entry.update(kind="message", stopped=message.stopped, replaced=message.replaced, html="", attachments=[])
     if message.role == "assistant" and entry["text"]:
         entry["html"] = render_markdown(entry["text"])
+    if _has_attachments(message):
+        text = next((p.get("text") or "" for p in message.content if isinstance(p, dict) and p.get("type") == "text"), "")
+        entry["text"] = typed_text(text)
+        if attachments is _NOT_LOOKED_UP:
+            attachments = attachments_of_messages([message.id]).get(message.id, [])
+        entry["attachments"] = _attachment_items(attachments or [])
     return entry
 
 
@@ -59,6 +98,7 @@ def transcript(conversation: Conversation, turns: list[Turn] | None = None, know
     missing = [m.id for m in rows if m.is_summary and m.id not in events]
     if missing:
         events.update((e.summary_message_id, e) for e in CompressionEvent.objects.filter(summary_message_id__in=missing))
+    files = attachments_of_messages([m.id for m in rows if _has_attachments(m)])
     ended = sorted((t for t in turns if t.status in ("failed", "stopped") and t.finished_at), key=lambda t: t.finished_at)
     if len(rows) == selectors.TRANSCRIPT_LIMIT:  # older turns belong to messages not shown
         ended = [t for t in ended if t.finished_at >= rows[0].created_at]
@@ -66,7 +106,7 @@ def transcript(conversation: Conversation, turns: list[Turn] | None = None, know
     for message in rows:
         while ended and ended[0].finished_at < message.created_at:
             entries.append(turn_entry(ended.pop(0)))
-        entries.append(message_entry(message, events.get(message.id)))
+        entries.append(message_entry(message, events.get(message.id), files.get(message.id, [])))
     entries.extend(turn_entry(t) for t in ended)
     running = next((t for t in turns if t.status == "running"), None)
     if running is not None and running.partial_text is not None:

@@ -6,6 +6,7 @@ urlpatterns = [
     path("", include("sessions.views_recall")),
     path("", include("sessions.views_sidebar")),
     path("", include("sessions.views_mcp")),
+    path("", include("sessions.views_attachments")),
     path("", views.home, name="home"),
     path("conversations/new", views.conversation_create, name="conversation-create"),
     path("conversations/<uuid:conversation_id>/", views.conversation_detail, name="conversation"),

@@ -81,8 +81,14 @@ def conversation_create(request, leaving: Conversation | None = None):
 
 @require_POST
 def conversation_model_switch(request, conversation_id):
-    """Two steps: without `confirm` the reply warns (cold cache, the new threshold); with it, switch."""
-    from sessions.services.routes import RouteUnavailable, conversation_model_switch, route_resolve
+    """Two steps: without `confirm` the reply warns (cold cache, the new threshold); with it, switch.
+    The model already in use is refused at either step, nothing changed."""
+    from sessions.services.routes import (
+        ModelAlreadyInUse,
+        RouteUnavailable,
+        conversation_model_switch,
+        model_switch_resolve,
+    )
     from sessions.services.runtime import current_config
 
     conversation = _own(request, conversation_id)
@@ -90,10 +96,12 @@ def conversation_model_switch(request, conversation_id):
     cfg = current_config()
     try:
         if request.POST.get("confirm") != "1":
-            choice = route_resolve(cfg, provider=provider, model=model)
+            choice = model_switch_resolve(conversation=conversation, cfg=cfg, provider=provider, model=model)
             return _reply(request, conversation, "", level="warning",
                           html=fragments.render_model_switch_confirm(conversation, choice, cfg, request=request))
         conversation_model_switch(conversation=conversation, cfg=cfg, provider=provider, model=model)
+    except ModelAlreadyInUse as exc:
+        return _reply(request, conversation, str(exc), level="info")
     except RouteUnavailable as exc:
         return _reply(request, conversation, str(exc), level="error")
     url = reverse("conversation", args=[conversation.id])
@@ -167,7 +175,12 @@ def conversation_send(request, conversation_id):
 
     conversation = _own(request, conversation_id)
     text = request.POST.get("text", "")
+    attachment_ids = request.POST.getlist("attachments")
     command = text.strip()
+    if attachment_ids and (command in ("/new", "/compress") or command.startswith("/compress ")
+                           or unknown_command(command)):
+        return _composer_error(request, conversation, "Commands take no attachments; nothing was done. Send the "
+                               "command without them, or start the text with two slashes (//) to send it to the model.")
     if command == "/new":
         return conversation_create(request, leaving=conversation)
     if command == "/compress --preview":
@@ -184,7 +197,8 @@ def conversation_send(request, conversation_id):
     if command.startswith("//"):
         text = command[1:]
     try:
-        submission = turn_submit(user=request.user, conversation_id=conversation.id, text=text)
+        submission = turn_submit(user=request.user, conversation_id=conversation.id, text=text,
+                                 attachment_ids=attachment_ids)
     except TurnRejected as exc:
         return _composer_error(request, conversation, str(exc))
     return _submitted(request, conversation, submission)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.contrib import messages as flash
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.urls import path
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import path, reverse
+from django.views.decorators.http import require_GET, require_http_methods
 
 from sessions import selectors
 from sessions.models import Conversation
@@ -66,13 +66,28 @@ def recall_message(request, conversation_id, message_id):
                   {"conversation": conversation, "entries": entries, "q": query, "message_id": message_id})
 
 
-@require_POST
+OPEN_PREVIEW_NOTE = ("A compression preview opens from its button, not from a link or a reload: it asks the "
+                     "auxiliary model for a fresh draft. Use “Preview and edit…” under “Search this conversation” "
+                     "on this page.")
+
+
+def _to_preview_form(request, conversation: Conversation):
+    """A GET of a preview or commit URL (a bookmark, back/forward, a reload): the conversation,
+    at the preview form, with a note saying how to open it. A GET never drafts (it would cost a
+    summariser call) and never commits."""
+    flash.info(request, OPEN_PREVIEW_NOTE)
+    return redirect(reverse("conversation", args=[conversation.id]) + "#compress-preview-form")
+
+
+@require_http_methods(["GET", "POST"])
 def compress_preview(request, conversation_id):
     """What a manual compression would write now, editable; nothing is changed."""
     from sessions.services.recall_edit import compression_draft
     from sessions.services.runtime import ConfigurationProblem, current_config
 
     conversation = _own(request, conversation_id)
+    if request.method == "GET":
+        return _to_preview_form(request, conversation)
     topic = request.POST.get("topic", "").strip()[:500] or None
     if not current_config().compression.enabled:
         flash.warning(request, "Compression is switched off by an administrator (compression.enabled).")
@@ -87,12 +102,14 @@ def compress_preview(request, conversation_id):
                    "token": draft.token, "topic": topic or ""})
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def compress_commit(request, conversation_id):
     """Commit the user's summary; a refusal shows the page again with their text kept."""
     from sessions.services.recall_edit import EditRejected, compression_commit_edited
 
     conversation = _own(request, conversation_id)
+    if request.method == "GET":
+        return _to_preview_form(request, conversation)
     summary = request.POST.get("summary", "")
     token = request.POST.get("token", "")
     topic = request.POST.get("topic", "").strip()[:500] or None
@@ -104,8 +121,8 @@ def compress_commit(request, conversation_id):
                       {"conversation": conversation, "draft": None, "summary": summary, "error": str(exc),
                        "token": token, "topic": topic or ""}, status=409)
     if event.status == "compressed":
-        flash.info(request, f"Compressed with the summary you reviewed: {event.messages_before} → "
-                            f"{event.messages_after} messages.")
+        flash.info(request, f"Compressed with the summary you reviewed: {event.messages_before:,} → "
+                            f"{event.messages_after:,} messages.")
     else:
         flash.warning(request, f"Nothing was compressed ({event.reason}).")
     return redirect("conversation", conversation_id=conversation.id)

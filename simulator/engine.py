@@ -28,6 +28,7 @@ from simulator import policy
 from simulator.cache import DOCUMENTED, PrefixCache, check_mode
 from simulator.clock import SimClock
 from simulator.faults import Fault, FaultQueue, parse_fault_spec
+from simulator.media import image_block_tokens, image_info
 from simulator.tokens import MemoCounter, ScaledCounter, parse_token_scale
 from simulator.validation import (
     SUPPORTED_API_VERSIONS,
@@ -47,6 +48,22 @@ RATE_LIMIT_TEXT = (
 )
 LONG_CONTEXT_TEXT = "Extra usage is required for long context requests."
 
+
+
+def logged_images(messages: Any) -> list[dict[str, int]]:
+    """Each base64 image block of a request (nested ones in tool results too) as the request log
+    records it: its real pixel size and what it costs (``/_sim/stats``)."""
+    found: list[dict[str, int]] = []
+    for item in messages if isinstance(messages, list) else ():
+        if not isinstance(item, Mapping):
+            continue
+        if item.get("type") == "image":
+            source = item.get("source") if isinstance(item.get("source"), Mapping) else {}
+            got = image_info(str(source.get("data") or "")) if source.get("type") == "base64" else None
+            if got is not None:
+                found.append({"width": got.width, "height": got.height, "tokens": image_block_tokens(item)})
+        found += logged_images(item.get("content"))
+    return found
 
 class SimError(Exception):
     """An API error response: HTTP status, `error.type`, `error.message`, extra headers."""
@@ -298,6 +315,9 @@ class Simulator:
             )
         except InvalidRequest as exc:
             raise SimError(400, "invalid_request_error", exc.message) from None
+        images = logged_images(body.get("messages"))
+        if images:
+            entry["images"] = images
 
         flat = blocks_mod.flatten(body)
         tokens = [b.tokens(self.count_tokens, self.message_overhead) for b in flat]

@@ -201,6 +201,11 @@ def attachment_name(part: Any) -> str:
 
 IMAGE_PLACEHOLDER = "[Attached image — stripped after compression]"
 
+
+def named_placeholder(name: str) -> str:
+    """The placeholder of an image the user attached as ``name``."""
+    return f"[Attached image {name} — stripped after compression]"
+
 # The message type passes through: unchanged messages are the caller's own objects.
 _M = TypeVar("_M", bound=Mapping[str, Any])
 
@@ -209,7 +214,8 @@ def _strip_parts(content: list[Any]) -> list[Any]:
     out: list[Any] = []
     for part in content:
         if is_image_part(part):
-            out.append({"type": "text", "text": IMAGE_PLACEHOLDER})
+            name = attachment_name(part)
+            out.append({"type": "text", "text": named_placeholder(name) if name else IMAGE_PLACEHOLDER})
         elif isinstance(part, Mapping) and isinstance(part.get("content"), list) and count_images(part.get("content")):
             out.append({**part, "content": _strip_parts(part["content"])})
         else:

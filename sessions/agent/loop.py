@@ -33,8 +33,8 @@ from sessions.agent.tools.mcp.client import CLIENTS as MCP_CLIENTS
 from sessions.agent.tools.mcp.client import STOPPED as MCP_STOPPED
 from sessions.agent.tools.mcp.offer import PREFIX as MCP_PREFIX
 from sessions.models import Conversation, Session, Turn
+from sessions.services import attachments, pressure, runtime
 from sessions.services import mcp as mcp_services
-from sessions.services import pressure, runtime
 from sessions.services.compaction import compression_inline
 from sessions.services.context import context_messages, context_rows, message_append, session_active
 from sessions.services.conversations import title_after_reply
@@ -129,11 +129,17 @@ def _stopped(turn: Turn) -> None:
 
 
 def _enter_history(turn: Turn, conversation: Conversation) -> None:
-    """The turn's message joins the model's history now that every turn before it has ended."""
-    if turn.user_message_id is not None or not turn.text:
+    """The turn's message joins the model's history now that every turn before it has ended,
+    with its attachments' parts built now (scaled images, PDFs; text files into the workspace)."""
+    if turn.user_message_id is not None or not (turn.text or turn.attachments.exists()):
         live.turn_started(turn)
         return
-    message = message_append(session=session_active(conversation), role="user", content=turn.text)
+    try:
+        content = attachments.message_content(turn)
+    except attachments.AttachmentUnavailable as exc:
+        raise TurnFailed(str(exc)) from None
+    message = message_append(session=session_active(conversation), role="user", content=content)
+    attachments.attachments_link(turn, message)
     turn.user_message = message
     turn.save(update_fields=["user_message"])
     live.turn_started(turn, message)
@@ -303,8 +309,35 @@ def _measured(session: Session, conversation: Conversation, *, real: int, counte
     pressure.ratio_record(model=conversation.model, real=real or 0, counted=counted)
 
 
-RECOVERY_HINT = ("Try `/compress <topic>` to keep only what matters, start a new conversation with `/new`, "
-                 "or switch to a model with a larger context window.")
+def recovery_hint(*, conversation: Conversation, cfg) -> str:
+    """What the user can do when the conversation no longer fits its model, in plain words (a
+    failed turn's reason is shown as text): /compress only when compression is on, /new, and the
+    larger models this installation offers under *Switch model*, each with its window."""
+    from sessions.services.routes import models_larger
+
+    window = runtime.model_window(conversation, cfg)
+    larger = models_larger(cfg, conversation=conversation, than=window)
+    steps = ["try /compress followed by a topic to keep only what matters"] if cfg.compression.enabled else []
+    steps.append("start a new conversation with /new")
+    if larger:
+        steps.append("switch this conversation to a model with a larger context window under Switch model: "
+                     + ", ".join(m.text for m in larger))
+    text = steps[0] if len(steps) == 1 else ", ".join(steps[:-1]) + ", or " + steps[-1]
+    text = text[0].upper() + text[1:] + "."
+    if not larger:
+        text += f" No model offered here has a larger context window than this one ({window:,} tokens)."
+    return text
+
+
+def overflow_compression_off(*, conversation: Conversation, cfg, detail: str) -> str:
+    """The reason of a turn that overflowed while compression is switched off. Only staff are told
+    it is off (the owner can do nothing about it; /compress would only be refused)."""
+    text = (f"The conversation no longer fits the model's context window ({detail.rstrip('.')}). "
+            f"{recovery_hint(conversation=conversation, cfg=cfg)}")
+    if conversation.owner.is_staff:
+        text += (" Compression is switched off by an administrator (the Enabled box of the Compression settings), "
+                 "so nothing was compressed; switch it on there to let a conversation that no longer fits be compressed.")
+    return text
 
 
 def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
@@ -343,8 +376,8 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
             if not exc.triggers_compression:
                 raise TurnFailed(f"The model call failed: {exc.message}") from exc
             if not cfg.compression.enabled:
-                raise TurnFailed(f"The conversation no longer fits the model ({exc.message}). Compression is "
-                                 f"disabled, so nothing was compressed. {RECOVERY_HINT}") from exc
+                raise TurnFailed(overflow_compression_off(conversation=conversation, cfg=cfg,
+                                                          detail=exc.message)) from exc
             limit = getattr(exc, "limit", None)
             if limit and limit < runtime.session_window(conversation, session, cfg):
                 session.context_length = limit
@@ -352,12 +385,14 @@ def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
             attempts += 1
             if attempts > cfg.compression.max_compression_attempts:
                 raise TurnFailed(f"The conversation still does not fit after {attempts - 1} compressions "
-                                 f"({exc.message}). {RECOVERY_HINT}") from exc
+                                 f"({exc.message.rstrip('.')}). {recovery_hint(conversation=conversation, cfg=cfg)}"
+                                 ) from exc
             outcome = compression_inline(conversation_id=conversation.id, trigger="error_recovery", force=True)
             e = outcome.event
             if not outcome.compressed or not made_progress(e.messages_before, e.messages_after, e.tokens_before, e.tokens_after):
                 raise TurnFailed(f"The conversation does not fit the model and compression could not shrink it "
-                                 f"({e.reason or e.status}). {RECOVERY_HINT}") from exc
+                                 f"({e.reason or e.status}). "
+                                 f"{recovery_hint(conversation=conversation, cfg=cfg)}") from exc
             continue
         turn.iterations += 1
         usage_record(conversation_id=conversation.id, session_id=session.id, usage=final.usage, model=final.model or conversation.model,

@@ -3,8 +3,9 @@ exchange, and a new conversation that reuses an empty one.
 
 - A rename marks the title manual (``title_manual``): no made title ever replaces it.
 - A delete removes the conversation with everything of it (sessions, messages, turns, events,
-  model calls, locks) and, once that committed, its workspace folder; it is refused, deleting
-  nothing, while a turn or a compression runs or waits. Only the owner's own conversation.
+  model calls, locks, attachments) and, once that committed, its workspace folder and its
+  attachments' folder; it is refused, deleting nothing, while a turn or a compression runs or
+  waits. Only the owner's own conversation.
 - After the first reply of a conversation whose title is not manual, the title is made: by the
   auxiliary model when one is configured (a task on the `compression` queue, off the turn), else
   (or when that call fails) from the first message's first meaningful line (``titles``).
@@ -88,15 +89,18 @@ def conversation_delete(*, user, conversation_id) -> str:
         if busy:
             raise ConversationRejected(BUSY_TURN if busy == "turn" else BUSY_COMPRESSION)
         title, workspace = conversation.title, conversation.workspace
+        files = Path(settings.HERMES_ATTACHMENTS_DIR) / str(conversation.id)
         conversation.delete()
         transaction.on_commit(lambda: workspace_remove(workspace))
+        transaction.on_commit(lambda: workspace_remove(files, root=settings.HERMES_ATTACHMENTS_DIR))
     return title
 
 
-def workspace_remove(workspace: Path) -> None:
-    """Remove a deleted conversation's workspace folder (only ever a folder directly under the
-    workspaces root; a symbolic link is unlinked, never followed)."""
-    root = Path(settings.HERMES_WORKSPACES_DIR)
+def workspace_remove(workspace: Path, *, root=None) -> None:
+    """Remove a deleted conversation's workspace folder, or its attachments' folder with ``root``
+    the attachments' root (only ever a folder directly under the root; a symbolic link is
+    unlinked, never followed)."""
+    root = Path(settings.HERMES_WORKSPACES_DIR if root is None else root)
     if workspace.parent != root:
         log.error("not removing %s: not a workspace folder", workspace)
         return

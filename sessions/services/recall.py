@@ -17,7 +17,7 @@ from datetime import datetime
 
 from django.db import connection
 
-from compression.core.tokens import call_function, content_text, tool_calls_of
+from compression.core.tokens import call_function, content_text, is_image_part, tool_calls_of
 from sessions.models import Message, Session
 from sessions.services.recall_index import (
     BACKENDS,
@@ -151,9 +151,41 @@ def search(*, conversation_id, query: str, limit: int = 5, compacted_only: bool 
 
 # Expansion -------------------------------------------------------------------------------------
 
+def attachment_note(part: dict) -> str:
+    """What an attached image or PDF part was, in words for the agent (its data is never shown):
+    after a compaction the image itself is gone from the context, and only the user can send it again."""
+    if part.get("type") == "document":
+        meta = part.get("_document") or {}
+        pages = meta.get("pages")
+        what = f"PDF “{meta.get('name') or 'document'}”" + (f" ({pages} page{'s' if pages != 1 else ''})" if pages else "")
+        text = str(meta.get("text") or "").strip()
+        if not text:
+            return f"[{what} was attached here by the user; it has no text layer.]"
+        return f"[{what} was attached here by the user; its text follows.]\n{text}"
+    meta = part.get("_image") or {}
+    size = f" ({meta['width']}×{meta['height']} px as sent)" if meta.get("width") and meta.get("height") else ""
+    what = f"An image, “{meta['name']}”{size}," if meta.get("name") else "An image"
+    return (f"[{what} was attached here by the user. The image itself is no longer in the context: "
+            "to look at it again, ask the user to re-attach it.]")
+
+
+def _content_text(content) -> str:
+    """The content as text; an attached image or PDF as a note saying what was there."""
+    if not isinstance(content, list):
+        return content_text(content)
+    texts = []
+    for part in content:
+        if isinstance(part, dict) and (is_image_part(part) or part.get("type") == "document"):
+            texts.append(attachment_note(part))
+        else:
+            texts.append(content_text([part]))
+    return "\n".join(t for t in texts if t)
+
+
 def message_text(role: str, content, tool_calls, name: str = "") -> str:
-    """A stored message as plain text: its content, then one line per tool call."""
-    parts = [content_text(content)] if content not in (None, "", []) else []
+    """A stored message as plain text: its content (attachments as notes), then one line per
+    tool call."""
+    parts = [_content_text(content)] if content not in (None, "", []) else []
     for call in tool_calls_of({"tool_calls": tool_calls}):
         fn = call_function(call)
         parts.append(f"[tool call {fn.get('name', '')}({fn.get('arguments', '')})]")

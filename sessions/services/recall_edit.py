@@ -34,6 +34,11 @@ PREVIEWED_REASON = "summary previewed by the user"
 TOKEN_SALT = "sessions.recall_edit.draft"
 MAX_SUMMARY_CHARS = 60_000
 EXCERPT_CHARS = 240
+# A compaction is worth committing when it saves at least this many tokens and this share of the
+# context: below that the saving is smaller than what it costs (the replaced messages leave the
+# agent's context for a summary, and the next request writes the whole prompt to a cold cache).
+MIN_SAVING_TOKENS = 500
+MIN_SAVING_SHARE = 0.05
 
 
 class EditRejected(Exception):
@@ -54,6 +59,37 @@ class Draft:
     tokens_after: int = 0
     head: list[dict] = field(default_factory=list)  # kept verbatim before the summary
     tail: list[dict] = field(default_factory=list)  # kept verbatim after it
+
+    @property
+    def saving(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+    @property
+    def worth_minimum(self) -> int:
+        """The smallest saving worth a compaction of this context (see MIN_SAVING_TOKENS)."""
+        return max(MIN_SAVING_TOKENS, round(self.tokens_before * MIN_SAVING_SHARE))
+
+    @property
+    def worth_it(self) -> bool:
+        return self.ok and self.saving >= self.worth_minimum
+
+    @property
+    def not_worth_reason(self) -> str:
+        """Why committing this draft is not worth it; empty when it is (or when there is no draft)."""
+        if not self.ok or self.worth_it:
+            return ""
+        if self.saving <= 0:
+            replaced = f"{self.summarised:,} message{'' if self.summarised == 1 else 's'}"
+            saved = f"it would save nothing (the summary is as long as the {replaced} it replaces, or longer)"
+        else:
+            share = self.saving / self.tokens_before if self.tokens_before else 0
+            saved = (f"it would save only ~{self.saving:,} tokens, {share:.1%} of the ~{self.tokens_before:,}-token "
+                     "context")
+        return (f"This compression is not worth it: {saved}. A compression pays off from ~{self.worth_minimum:,} "
+                f"tokens saved ({MIN_SAVING_SHARE:.0%} of the context, at least {MIN_SAVING_TOKENS:,}): below that, "
+                "the replaced messages leave the agent's context for a summary and the next request rebuilds the "
+                "prompt cache from cold, which costs more than it saves. Keep chatting and compress later, when "
+                "there is more to gain.")
 
 
 def context_fingerprint(session: Session) -> str:

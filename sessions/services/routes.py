@@ -5,7 +5,9 @@ The rule itself (which routes exist with this environment and these settings, wh
 conversation gets) is `llm.routes`; this module applies it to the database. A switch is an
 explicit user action (SPEC §8): it is recorded as a line in the transcript, resets what belonged
 to the old model (a window lowered by its overflow error, its real prompt size) and the next
-request uses the new model's window; the prompt cache starts cold.
+request uses the new model's window; the prompt cache starts cold. A switch to the model the
+conversation already uses is refused with nothing changed (`ModelAlreadyInUse`). `models_larger`
+names the models a conversation that no longer fits could move to.
 
 Only models this installation can run are chosen: a model whose window (as a conversation on it
 would get it) is under the minimum of `compression.core.thresholds` is listed in the picker with the
@@ -39,6 +41,10 @@ class ModelCannotRun(RouteUnavailable):
     """A route offers the model but this installation refuses to run it (its window is too small)."""
 
 
+class ModelAlreadyInUse(RouteUnavailable):
+    """A switch to the model the conversation already uses: refused, nothing changed."""
+
+
 @dataclass(frozen=True)
 class PickerModel:
     """One option of the model picker; `refusal` is empty when the model runs here, else why not."""
@@ -70,11 +76,16 @@ def routes_available(cfg) -> list[Route]:
     return available_routes(route_settings(cfg), route_env())
 
 
+def choice_window(cfg, choice: ModelChoice) -> int:
+    """The window a new conversation on `choice` would run with (the runtime's own rule)."""
+    return model_window(Conversation(provider=choice.provider, model=choice.model,
+                                     context_length=window_override(cfg, choice)), cfg)
+
+
 def window_too_small(cfg, choice: ModelChoice) -> int | None:
-    """The window a new conversation on `choice` would run with (the runtime's own rule) when the
-    product refuses it as a main model's; None when it runs."""
-    window = model_window(Conversation(provider=choice.provider, model=choice.model,
-                                       context_length=window_override(cfg, choice)), cfg)
+    """The window a new conversation on `choice` would run with when the product refuses it as a
+    main model's; None when it runs."""
+    window = choice_window(cfg, choice)
     try:
         check_context_length(window)
     except ContextWindowTooSmall:
@@ -94,6 +105,36 @@ def routes_offered(cfg) -> list[PickerRoute]:
                 PickerModel(m.name, m.label, m.window_text, choice_refusal(cfg, ModelChoice(r.provider, m.name)))
                 for m in r.models))
             for r in routes_available(cfg)]
+
+
+@dataclass(frozen=True)
+class LargerModel:
+    provider: str
+    name: str
+    label: str
+    window: int
+
+    @property
+    def text(self) -> str:
+        """As the *Switch model* picker names it: its label and window."""
+        return f"{self.label} ({self.window:,} tokens)"
+
+
+def models_larger(cfg, *, conversation: Conversation, than: int) -> list[LargerModel]:
+    """The models this installation offers and runs whose window is larger than `than` tokens
+    (the conversation's own model and models of unknown window left out), smallest window first:
+    where a conversation that no longer fits can be switched to."""
+    found = []
+    for route in routes_available(cfg):
+        for m in route.models:
+            choice = ModelChoice(route.provider, m.name)
+            if (m.context_window is None or (route.provider, m.name) == (conversation.provider, conversation.model)
+                    or choice_refusal(cfg, choice)):
+                continue
+            window = choice_window(cfg, choice)
+            if window > than:
+                found.append(LargerModel(route.provider, m.name, m.label, window))
+    return sorted(found, key=lambda m: (m.window, m.label))
 
 
 def route_default(cfg) -> ModelChoice:
@@ -141,13 +182,22 @@ def conversation_create(*, owner, cfg, provider: str = "", model: str = "") -> C
     return conversation
 
 
-@transaction.atomic
-def conversation_model_switch(*, conversation: Conversation, cfg, provider: str, model: str) -> Message | None:
-    """Switch the conversation's model; None when it is already on that model."""
+def model_switch_resolve(*, conversation: Conversation, cfg, provider: str, model: str) -> ModelChoice:
+    """The choice a switch of `conversation` to `provider`/`model` would make; `RouteUnavailable`
+    (or `ModelCannotRun`) when it is not offered or cannot run here, `ModelAlreadyInUse` when the
+    conversation already uses it."""
     choice = route_resolve(cfg, provider=provider, model=model)
-    conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
     if (conversation.provider, conversation.model) == (choice.provider, choice.model):
-        return None
+        raise ModelAlreadyInUse(f"This conversation already uses {model_label(choice.model)}; nothing was changed.")
+    return choice
+
+
+@transaction.atomic
+def conversation_model_switch(*, conversation: Conversation, cfg, provider: str, model: str) -> Message:
+    """Switch the conversation's model; `ModelAlreadyInUse` (nothing changed) when it is already
+    on that model, `RouteUnavailable` when the model is not offered or cannot run here."""
+    conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+    choice = model_switch_resolve(conversation=conversation, cfg=cfg, provider=provider, model=model)
     old = f"{conversation.model} ({conversation.provider})"
     conversation.provider, conversation.model = choice.provider, choice.model
     conversation.context_length = window_override(cfg, choice)

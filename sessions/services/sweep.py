@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from sessions.agent import loop as agent_loop
 from sessions.models import CompressionEvent, ConversationLock, Turn
+from sessions.services.attachments import attachments_sweep
 from sessions.services.compaction import compression_recover
 from sessions.services.locks import COMPRESSION_LOCK, TURN_LOCK, lock_acquire, lock_release
 from sessions.tasks import agent_turn_run as agent_turn_run_task
@@ -89,9 +90,19 @@ def sweep_once(*, redis=None) -> SweepReport:
     _running_turns(report)
     if report.broker:
         _queued_turns(report, redis)
+    _unsent_attachments()
     if report:
         log.info("stale-work sweep: %s", report.as_dict())
     return report
+
+
+def _unsent_attachments() -> None:
+    """Files uploaded and never sent, past HERMES_ATTACHMENT_PENDING_HOURS (an upload also sweeps
+    them; this catches an installation where nobody uploads any more)."""
+    try:
+        attachments_sweep()
+    except Exception:
+        log.warning("the sweep of unsent attachments failed", exc_info=True)
 
 
 def _reachable(redis) -> bool:

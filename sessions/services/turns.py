@@ -7,6 +7,9 @@ starts (`sessions.agent.loop`), after every turn before it: one turn at a time p
 in order. The turn row is the source of truth: when the task queue cannot be reached the turn
 stays queued (the user is told) and runs once a worker is handed it again.
 Replaced messages are archived and marked `replaced`, never deleted.
+A message may carry attachments uploaded before (``sessions.services.attachments``): the turn
+claims them in its own transaction, or the send is refused with nothing stored; a message with
+attachments may have no text of its own.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from django.utils import timezone
 from compression.core.hygiene import hygiene_decision
 from sessions import live, selectors
 from sessions.models import Conversation, Message, Session, Turn
-from sessions.services import pressure, runtime, titles
+from sessions.services import attachments, pressure, runtime, titles
 from sessions.services.compaction import compression_request
 from sessions.services.context import context_messages, context_rows, session_active
 from sessions.services.enqueue import enqueue_fast
@@ -59,9 +62,9 @@ def turn_enqueue(turn_id: int) -> str:
     return "" if enqueue_fast(agent_turn_run_task.si(turn_id), what=f"turn {turn_id}") else QUEUE_DOWN_NOTICE
 
 
-def _checked_text(text: str) -> str:
+def _checked_text(text: str, *, may_be_empty: bool = False) -> str:
     text = (text or "").strip()
-    if not text:
+    if not text and not may_be_empty:
         raise TurnRejected("The message is empty.")
     limit = settings.HERMES_MAX_MESSAGE_CHARS
     if len(text) > limit:
@@ -96,18 +99,29 @@ def _queue(turn: Turn, *, hygiene: bool, cfg, conversation: Conversation, sessio
     return outcome
 
 
-def turn_submit(*, user, conversation_id, text: str) -> Submission:
+def turn_submit(*, user, conversation_id, text: str, attachment_ids=()) -> Submission:
+    """Queue the user's message (with the pending attachments ``attachment_ids``, claimed in the
+    same transaction: a refused one refuses the message, nothing stored)."""
     conversation = _own(user, conversation_id)
-    text = _checked_text(text)
+    try:
+        ids = attachments.attachment_ids(attachment_ids)
+    except attachments.AttachmentRefused as exc:
+        raise TurnRejected(str(exc)) from None
+    text = _checked_text(text, may_be_empty=bool(ids))
     cfg = runtime.current_config()
     with transaction.atomic():
         session = session_active(conversation)
         turn = Turn.objects.create(conversation=conversation, text=text)
+        try:
+            attachments.attachments_claim(user=user, conversation=conversation, turn=turn, ids=ids)
+        except attachments.AttachmentRefused as exc:
+            raise TurnRejected(str(exc)) from None
         conversation.last_activity_at = timezone.now()
         retitled = conversation.title == titles.DEFAULT_TITLE and not conversation.title_manual
         if retitled:
             # The first message's cleaned line at once; the made title follows the first reply.
-            conversation.title = titles.title_from_message(text)
+            conversation.title = titles.title_from_message(text or ", ".join(
+                turn.attachments.order_by("id").values_list("name", flat=True)))
         conversation.save(update_fields=["last_activity_at", "title"])
         outcome = _queue(turn, hygiene=True, cfg=cfg, conversation=conversation, session=session)
         if retitled:  # after the enqueue: pushed only when the queue (and so Redis) answered
@@ -126,6 +140,7 @@ def turn_cancel(*, user, conversation_id, turn_id) -> Turn:
     if not cancelled:
         raise TurnRejected("That message has already started: use Stop to end it." if turn.status == "running"
                            else "That message is no longer waiting.")
+    attachments.attachments_release(turn)  # pending again: the composer lists them after a reload
     live.turn_cancelled(turn)
     return turn
 
@@ -180,8 +195,11 @@ def turn_retry(*, user, conversation_id) -> Submission:
     latest = conversation.turns.order_by("-id").first()
     if latest is None or latest.status != "failed":
         raise TurnRejected("Only a failed last turn can be retried.")
-    if latest.user_message_id is None and latest.text:
-        return turn_submit(user=user, conversation_id=conversation_id, text=latest.text)
+    carried = list(latest.attachments.values_list("id", flat=True))
+    if latest.user_message_id is None and (latest.text or carried):
+        with transaction.atomic():  # its attachments go with its text to the new turn, or stay
+            attachments.attachments_release(latest)
+            return turn_submit(user=user, conversation_id=conversation_id, text=latest.text, attachment_ids=carried)
     return turn_regenerate(user=user, conversation_id=conversation_id)
 
 
