@@ -445,3 +445,33 @@ def test_a_compacted_image_is_named_and_recall_says_it_can_be_re_attached(
     assert "Here is the floor plan" in text
     assert "An image, “floorplan.png” (300×200 px as sent), was attached here by the user" in text
     assert "ask the user to re-attach it" in text and "base64" not in text
+
+
+def test_after_a_compaction_the_model_gets_the_placeholder_and_the_page_keeps_the_image(
+        alice_client, conversation, django_capture_on_commit_callbacks, eager_simulator):
+    from sessions.services.compaction import compression_inline
+
+    first = upload(alice_client, conversation, "floorplan.png", png(300, 200)).json()
+    send(alice_client, conversation, "Here is the floor plan", [first["id"]], django_capture_on_commit_callbacks)
+    second = upload(alice_client, conversation, "kitchen.png", png(120, 90)).json()
+    send(alice_client, conversation, "And the kitchen", [second["id"]], django_capture_on_commit_callbacks)
+    for i in range(6):
+        send(alice_client, conversation, f"reply with 300 words about room {i}", [], django_capture_on_commit_callbacks)
+    before = [e for e in eager_simulator.sim.stats()["log"] if e.get("status", 200) == 200][-1]
+    assert [(i["width"], i["height"]) for i in before["images"]] == [(300, 200), (120, 90)]
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = compression_inline(conversation_id=conversation.id, trigger="manual", force=True)
+    assert outcome.compressed, outcome.event.reason
+    eager_simulator.sim.reset()
+    send(alice_client, conversation, "What did the floor plan show?", [], django_capture_on_commit_callbacks)
+    # The request after the compaction: the newest user image goes, an older one is its placeholder.
+    request = [e for e in eager_simulator.sim.stats()["log"] if e.get("status", 200) == 200][-1]
+    assert [(i["width"], i["height"]) for i in request.get("images", [])] == [(120, 90)]
+    from sessions.services.context import context_messages, session_active
+
+    sent = str(context_messages(session_active(conversation)))
+    assert named_placeholder("floorplan.png") in sent and sent.count("data:image/png;base64") == 1
+    # The transcript still shows both images, with links to the originals.
+    page = alice_client.get(reverse("conversation", args=[conversation.id])).content.decode()
+    for attachment in Attachment.objects.filter(conversation=conversation, kind="image"):
+        assert f'href="/attachments/{attachment.id}"' in page
