@@ -340,13 +340,6 @@ def attachments_release(turn: Turn) -> int:
     return Attachment.objects.filter(turn=turn, message__isnull=True).update(turn=None)
 
 
-def scaled_size(width: int, height: int) -> tuple[int, int]:
-    """The size an image is sent at: the size the API would scale it to before billing it
-    (``compression.core.media``, the vision guide's rule the token count and the simulator use
-    too), so the API never scales it again and it is billed for exactly what is sent."""
-    return image_scaled_size(width, height)
-
-
 def image_for_model(data: bytes) -> tuple[bytes, str, int, int]:
     """(bytes, media type, width, height) of the image as sent: the original when it needs no
     change, else upright, scaled down and re-encoded (GIF as PNG; JPEG when still too heavy)."""
@@ -355,7 +348,7 @@ def image_for_model(data: bytes) -> tuple[bytes, str, int, int]:
         im.seek(0)
         upright = ImageOps.exif_transpose(im.copy())
         rotated = im.getexif().get(0x0112) not in (None, 1)
-    width, height = scaled_size(*upright.size)
+    width, height = image_scaled_size(*upright.size)  # the API then never scales it again
     if (width, height) == upright.size and not rotated and len(data) <= SEND_MAX_BYTES:
         return data, IMAGE_TYPES[fmt], width, height
     if (width, height) != upright.size:

@@ -12,8 +12,8 @@ import io
 import pytest
 from PIL import Image
 
+from compression.core.media import image_scaled_size
 from sessions.models import Attachment, Turn
-from sessions.services.attachments import scaled_size
 from tests.browser import browser
 from tests.integration.conftest import ARTIFACTS
 from tests.integration.helpers import make_conversation, sim_control, wait_for
@@ -146,7 +146,7 @@ def test_attach_by_picker_paste_and_drop_then_send_and_reload(live, alice):
             user = turn.user_message
             sent = [Image.open(io.BytesIO(base64.b64decode(p["image_url"]["url"].split(",", 1)[1]))).size
                     for p in user.content[1:]]
-            assert sent == [scaled_size(*PICKED), PASTED]
+            assert sent == [image_scaled_size(*PICKED), PASTED]
             assert [(p["_image"]["width"], p["_image"]["height"]) for p in user.content[1:]] == sent
             assert (conversation.workspace / "trip-notes.md").read_text() == NOTES
             assert "[attached: trip-notes.md" in user.content[0]["text"]
@@ -175,4 +175,4 @@ def test_attach_by_picker_paste_and_drop_then_send_and_reload(live, alice):
     for entry in logged:
         images = logged_images(entry)
         assert images, f"the simulator's request log records no image sizes (docs/simulator.md): {entry}"
-        assert sorted(images) == sorted([scaled_size(*PICKED), PASTED]), entry
+        assert sorted(images) == sorted([image_scaled_size(*PICKED), PASTED]), entry

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from PIL import Image
 
-from compression.core.media import named_placeholder, strip_historical_images
+from compression.core.media import image_scaled_size, named_placeholder, strip_historical_images
 from sessions.agent.tools.files import read_file
 from sessions.agent.tools.workspace import workspace_root
 from sessions.models import Attachment, Conversation, Message, Turn
@@ -25,6 +25,7 @@ from sessions.services import attachments as service
 from sessions.services.context import session_start
 from sessions.services.conversations import conversation_delete
 from sessions.services.recall import expand
+from tests.media_files import text_pdf
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 pytestmark = pytest.mark.django_db
@@ -53,29 +54,6 @@ def png(width: int = 64, height: int = 48, color="teal") -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (width, height), color).save(out, "PNG")
     return out.getvalue()
-
-
-def pdf_with_text(pages: list[str]) -> bytes:
-    """A small PDF whose pages carry a text layer (Helvetica text objects)."""
-    n = len(pages)
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
-               f"<< /Type /Pages /Kids [{' '.join(f'{4 + 2 * i} 0 R' for i in range(n))}] /Count {n} >>".encode(),
-               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    for i, text in enumerate(pages):
-        stream = f"BT /F1 24 Tf 72 720 Td ({text}) Tj ET".encode()
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
-                       f"/Contents {5 + 2 * i} 0 R >>".encode())
-        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
 
 
 def pdf_scanned(pages: int = 3) -> bytes:
@@ -258,7 +236,7 @@ def test_a_pending_attachment_can_be_removed_and_old_pending_ones_are_swept(alic
 def test_files_are_served_only_to_their_owner_with_safe_headers(client, alice_client, alice, bob, conversation,
                                                                  django_capture_on_commit_callbacks):
     image = upload(alice_client, conversation, "a.png", png()).json()
-    pdf = upload(alice_client, conversation, "report.pdf", pdf_with_text(["one", "two"])).json()
+    pdf = upload(alice_client, conversation, "report.pdf", text_pdf(["one", "two"])).json()
     text = upload(alice_client, conversation, "notes.md", b"# notes\n").json()
     served = alice_client.get(image["url"])
     assert served.status_code == 200 and b"".join(served.streaming_content) == png()
@@ -325,7 +303,7 @@ def test_a_big_image_reaches_the_model_scaled_and_the_transcript_keeps_the_origi
                           .replace("313 bytes", service.human_size(small["size"]))}
     big, little = content[1], content[2]
     assert big["type"] == "image_url" and big["image_url"]["url"].startswith("data:image/png;base64,")
-    width, height = service.scaled_size(3000, 2000)
+    width, height = image_scaled_size(3000, 2000)
     assert (width, height) == (1357, 905)  # at most ~1,600 tokens (784×1568 px), the aspect ratio kept
     assert big["_image"] == {"width": width, "height": height, "name": "chart.png", "attachment": image["id"]}
     sent = Image.open(io.BytesIO(base64.b64decode(big["image_url"]["url"].split(",", 1)[1])))
@@ -346,16 +324,16 @@ def test_a_big_image_reaches_the_model_scaled_and_the_transcript_keeps_the_origi
 def test_the_scaling_rule_follows_the_vision_guide():
     # The guide's table of the largest sizes sent unscaled.
     for size in ((1092, 1092), (951, 1268), (896, 1344), (819, 1456), (784, 1568)):
-        assert service.scaled_size(*size) == size
-    assert service.scaled_size(4000, 1000) == (1568, 392)  # the long edge
+        assert image_scaled_size(*size) == size
+    assert image_scaled_size(4000, 1000) == (1568, 392)  # the long edge
     for size in ((2000, 2000), (8000, 6000), (1600, 40), (1200, 1100)):
-        w, h = service.scaled_size(*size)
+        w, h = image_scaled_size(*size)
         assert w * h <= 784 * 1568 and max(w, h) <= 1568, size  # ~1,600 tokens at w*h/750
         assert abs(w / h - size[0] / size[1]) < 0.05 * size[0] / size[1], size  # the aspect ratio kept
 
 
 def test_a_pdf_becomes_a_document_part_with_its_text(alice, alice_client, conversation, django_capture_on_commit_callbacks):
-    pdf = upload(alice_client, conversation, "report.pdf", pdf_with_text(["Quarterly revenue", "Second page"])).json()
+    pdf = upload(alice_client, conversation, "report.pdf", text_pdf(["Quarterly revenue", "Second page"])).json()
     assert (pdf["kind"], pdf["note"]) == ("pdf", "")
     with django_capture_on_commit_callbacks(execute=False):
         assert send(alice_client, conversation, "Summarise it", [pdf["id"]], django_capture_on_commit_callbacks).status_code == 200
@@ -364,7 +342,7 @@ def test_a_pdf_becomes_a_document_part_with_its_text(alice, alice_client, conver
     assert text["text"] == f"Summarise it\n\n[attached PDF: report.pdf (2 pages, {service.human_size(pdf['size'])})]"
     assert document["type"] == "document"
     assert document["source"]["type"] == "base64" and document["source"]["media_type"] == "application/pdf"
-    assert base64.b64decode(document["source"]["data"]) == pdf_with_text(["Quarterly revenue", "Second page"])
+    assert base64.b64decode(document["source"]["data"]) == text_pdf(["Quarterly revenue", "Second page"])
     meta = document["_document"]
     assert (meta["name"], meta["pages"], meta["attachment"]) == ("report.pdf", 2, pdf["id"])
     assert [page.strip() for page in meta["text"].split("\f")] == ["Quarterly revenue", "Second page"]
