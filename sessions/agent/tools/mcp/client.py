@@ -77,10 +77,13 @@ class CallFailed(Exception):
     """A call that produced no result; the message is what the model reads."""
 
 
+class CallAbandoned(CallFailed):
+    """A call that went past its timeout without the SDK's own timeout answering; the server may
+    still be working on it, and its connection is kept."""
+
+
 @dataclass
 class _Connection:
-    server_id: int
-    name: str
     signature: str
     timeout: float
     tools: list[dict] = field(default_factory=list)
@@ -199,7 +202,7 @@ class MCPClients:
             return self._connect(server)
 
     def _connect(self, server) -> _Connection:
-        conn = _Connection(server.id, server.name, signature(server), float(server.timeout))
+        conn = _Connection(signature(server), float(server.timeout))
         started = time.monotonic()
         try:
             target = _target(server)
@@ -257,8 +260,8 @@ class MCPClients:
                     return STOPPED
                 if time.monotonic() > deadline:
                     future.cancel()
-                    result = CallFailed(f"the call to {tool} on MCP server '{server.name}' took longer than "
-                                        f"{conn.timeout:g} s and was abandoned")
+                    result = CallAbandoned(f"the call to {tool} on MCP server '{server.name}' took longer than "
+                                           f"{conn.timeout:g} s and was abandoned")
                     break
             except concurrent.futures.CancelledError:
                 return STOPPED
@@ -305,7 +308,7 @@ class MCPClients:
             self._record(server.id, last_latency_ms=latency, last_error=f"{tool}: timed out")
             return (f"Error: the call to {tool} on MCP server '{server.name}' timed out after {conn.timeout:g} s; "
                     "the server may still be working on it")
-        if isinstance(exc, CallFailed) and "abandoned" in str(exc):
+        if isinstance(exc, CallAbandoned):
             self._record(server.id, last_latency_ms=latency, last_error=f"{tool}: {exc}")
             return f"Error: {exc}"
         closed = isinstance(exc, MCPError) and getattr(exc, "code", None) == CONNECTION_CLOSED
