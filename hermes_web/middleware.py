@@ -8,6 +8,8 @@ from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
+from sessions.services.attachments import human_size
+
 _UPLOAD = re.compile(r"^/conversations/[0-9a-f-]{36}/attachments$")
 
 
@@ -26,8 +28,6 @@ class RequestSizeLimitMiddleware:
             # (the view refuses anything over it with a clear reason), plus the form's envelope.
             limit = settings.HERMES_ATTACHMENT_MAX_BYTES + 64 * 1024
         if limit is not None and length > limit and _UPLOAD.match(request.path):
-            from sessions.services.attachments import human_size  # a view's helper: loaded once the apps are
-
             most = settings.HERMES_ATTACHMENT_MAX_BYTES
             return JsonResponse({"error": f"The upload is {human_size(length)}; a file may be at most "
                                           f"{human_size(most)}. Nothing was stored."}, status=413)
