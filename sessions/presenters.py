@@ -146,7 +146,7 @@ def cache_panel(conversation: Conversation, *, cfg=None) -> dict:
         "last_hit_rate": _pct(last.cache_read_tokens, last.prompt_tokens) if last else 0.0,
         "cost": totals["agent_cost"] or 0, "saved": (totals["nocache"] or 0) - (totals["agent_cost"] or 0),
         "summariser_cost": totals["summariser_cost"] or 0,
-        "status_label": status.label(cfg.caching.cache_ttl), "enabled": status.enabled, "bars": bars,
+        "status_label": status.label(cfg.caching.cache_ttl, cfg.caching.strategy), "enabled": status.enabled, "bars": bars,
         "chart_width": max(BAR_WIDTH, len(bars) * BAR_WIDTH),
     }
 

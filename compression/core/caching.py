@@ -114,10 +114,30 @@ class CachingStatus(NamedTuple):
     def native_layout(self) -> bool:
         return self.enabled and self.route != ROUTE_OPENROUTER
 
-    def label(self, cache_ttl: str = "5m") -> str:
-        if self.enabled:
-            return f"Prompt caching: ENABLED (Claude via {self.route}, {cache_ttl} TTL)"
-        return f"Prompt caching: DISABLED ({self.reason})"
+    def label(self, cache_ttl: str = "5m", strategy: str = "system_and_3") -> str:
+        """The route, the strategy by name and the TTL each of its breakpoints gets."""
+        if not self.enabled:
+            return f"Prompt caching: DISABLED ({self.reason})"
+        if strategy == "none":
+            return f"Prompt caching: OFF (strategy none: no cache breakpoints; Claude via {self.route})"
+        return f"Prompt caching: ENABLED (Claude via {self.route}; strategy {strategy}: {strategy_ttls(strategy, cache_ttl)})"
+
+
+# Where each built-in strategy writes which TTL (compression.core.cache_strategies); `{ttl}` is the
+# configured prompt_caching.cache_ttl.
+_STRATEGY_TTLS = {
+    "system_and_3": "{ttl} on the system prompt and the last 3 messages",
+    "tools_and_3": "{ttl} on the tool schemas and the last 3 messages",
+    "rolling_1h": "1h on the system prompt and the model's newest reply after tool results, {ttl} on the "
+                  "messages after it; a turn's first request as system_and_3 ({ttl})",
+    "warm_anchor": "1h on the system prompt, the summary and the previous request's end, {ttl} on the newest message",
+    "stable_prefix": "1h on the system prompt and the summary, {ttl} on the newest messages",
+}
+
+
+def strategy_ttls(strategy: str, cache_ttl: str) -> str:
+    """Which TTLs a strategy writes, in words (a plugin's strategy: the configured TTL)."""
+    return _STRATEGY_TTLS.get(strategy, "{ttl} TTL").format(ttl=cache_ttl)
 
 
 ROUTE_NATIVE = "native Anthropic"

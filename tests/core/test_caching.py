@@ -134,7 +134,13 @@ def test_it_reports_the_prompt_caching_status(model, provider, base_url, api_mod
 
 def test_it_labels_the_status_for_the_dashboard():
     on = prompt_caching_status("claude-opus-4-8", "openrouter", None)
-    assert on.label("1h") == "Prompt caching: ENABLED (Claude via OpenRouter, 1h TTL)"
+    assert on.label("1h") == ("Prompt caching: ENABLED (Claude via OpenRouter; strategy system_and_3: "
+                              "1h on the system prompt and the last 3 messages)")
+    # The strategy is named with both TTLs it writes, not only the configured one.
+    rolling = on.label("5m", "rolling_1h")
+    assert "strategy rolling_1h" in rolling and "1h on the system prompt" in rolling and "5m on the messages" in rolling
+    assert on.label("5m", "none").startswith("Prompt caching: OFF (strategy none")
+    assert on.label("5m", "a_plugin_strategy").endswith("strategy a_plugin_strategy: 5m TTL)")
     assert not on.native_layout
     off = prompt_caching_status("gpt-4o", "openrouter", None)
     assert off.label() == "Prompt caching: DISABLED (model gpt-4o is not a Claude model)"

@@ -86,3 +86,17 @@ def test_the_home_page_costs_the_same_for_one_conversation_and_for_ten(client, a
         body = client.get(reverse("home")).content.decode()
     assert body.count("/conversations/") >= 10
     assert len(ten.captured_queries) == len(one.captured_queries)
+
+
+def test_the_cache_panel_names_the_strategy_and_both_ttls_it_writes(alice):
+    """rolling_1h writes 1h and the configured TTL: the panel says so, not "5m TTL" alone, and a
+    saved change shows on the next render."""
+    from compression import settings_store
+
+    c = busy_conversation(alice)
+    settings_store.save_group("caching", {"strategy": "rolling_1h", "cache_ttl": "5m"})
+    label = presenters.cache_panel(c)["status_label"]
+    assert "strategy rolling_1h" in label and "1h on the system prompt" in label and "5m on the messages" in label
+    settings_store.save_group("caching", {"strategy": "system_and_3", "cache_ttl": "1h"})
+    label = presenters.cache_panel(c)["status_label"]
+    assert "strategy system_and_3: 1h on the system prompt and the last 3 messages" in label
