@@ -368,7 +368,11 @@ def test_an_empty_query_shows_the_usual_list_and_no_hit_says_so(client, alice):
     client.force_login(alice)
     body = client.get(reverse("sidebar-search"), {"q": "  "}, **page_of(c)).content.decode()
     assert 'id="sidebar-list"' in body and f'id="sidebar-row-{c.id}"' in body and 'aria-current="page"' in body
-    assert "Nothing in your conversations matches “zebra”." in search(client, "zebra")
+    none = search(client, "zebra")
+    assert "Nothing in your conversations matches “zebra”." in none
+    # Said once on screen: the status line (for screen readers) is visually hidden.
+    assert '<span class="sr-only">Nothing matches “zebra”.</span>' in none
+    assert none.count("matches “zebra”") == 2
     page = client.get(reverse("sidebar-search"), {"q": "hello"})
     assert page.status_code == 200 and "Search your conversations" in page.content.decode()
 
