@@ -65,7 +65,11 @@ def test_it_shows_every_conversations_pressure_against_its_window(staff_client, 
     assert rows["Bravo"]["blocked"] and rows["Bravo"]["owner"] == "bob"
     assert rows["Charlie"]["pct"] == 0.0 and rows["Charlie"]["level"] == "none"
     assert [r["conversation"].title for r in pressure["rows"]] == ["Alpha", "Bravo", "Charlie"]  # highest first
-    assert 'data-pct="75.0"' in response.content.decode()
+    html = response.content.decode()
+    assert 'data-pct="75.0"' in html
+    # Printed as every other page prints a count: 97,952, not 97952.
+    assert 'data-label="Threshold">97,952' in html and 'data-label="Window">200,000<' in html
+    assert 'data-label="Tokens">150,000<' in html and "97952" not in html.replace('"97952"', "")
 
 
 def test_it_uses_a_window_lowered_by_an_overflow(staff_client, alice):
