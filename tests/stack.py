@@ -16,10 +16,28 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def _reserved() -> set[int]:
+    """The test run's own Redis port (chosen by tests/pytest_env.py when the process starts, but
+    listened on only once the session's stack starts) and every port already handed out here."""
+    url = os.environ.get("REDIS_URL", "")
+    port = urlsplit(url).port if url else None
+    return _HANDED_OUT | ({port} if port else set())
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port nothing listens on, never one this process has handed out before: a module
+    with a stack of its own (a launcher, a benchmark) that ran before the session's stack started
+    could otherwise put its own Redis on the port the session's settings already name."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _reserved():
+            _HANDED_OUT.add(port)
+            return port
 
 
 def wait_for_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 30.0, what: str = "") -> None:
@@ -56,6 +74,26 @@ class Stack:
         proc = self._spawn("redis", [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
                                      "--save", "", "--appendonly", "no", "--dir", str(self.log_dir)])
         wait_for_port(port, proc, what="redis")
+        self._check_own_redis(port, proc)
+
+    @staticmethod
+    def _check_own_redis(port: int, proc: subprocess.Popen) -> None:
+        """The server answering on the port must be the one just started: an older one still
+        listening there would answer now and be gone later."""
+        import redis
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                pid = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2).info("server")["process_id"]
+                break
+            except redis.exceptions.BusyLoadingError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        if pid != proc.pid:
+            raise RuntimeError(f"redis on {port} is process {pid}, not the one started ({proc.pid}, "
+                               f"{'exited with ' + str(proc.poll()) if proc.poll() is not None else 'running'})")
 
     def start_simulator(self, port: int | None = None) -> str:
         port = port or free_port()

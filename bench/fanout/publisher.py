@@ -26,7 +26,9 @@ class Publisher:
         # Only a producer: the worker runs the real sessions.tasks.conversation_notify, routed as
         # CELERY_TASK_ROUTES routes it ("sessions.tasks.conversation_*" -> queue "compression").
         # The result backend returns what the stream task saw (publish window, broadcast times).
-        self.celery = Celery("lfb", broker=redis_url, backend=redis_url)
+        # Not the current app: the product's shared tasks resolve through the current app, and a run in
+        # the same process (a test session) would send them to this benchmark's Redis once it is gone.
+        self.celery = Celery("lfb", broker=redis_url, backend=redis_url, set_as_current=False)
         self.celery.conf.broker_connection_retry_on_startup = True
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lfb-celery")
 

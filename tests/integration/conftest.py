@@ -13,12 +13,37 @@ from tests.stack import Stack
 ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "artifacts"
 
 
-@pytest.hookimpl(tryfirst=True)
+# The modules that take longest (a stack or a launcher of their own, long streams, every page in
+# both schemes), measured with --durations. They are handed out first, so that on two xdist
+# workers neither is left running one of them alone at the end. tests/stack.py's free_port never
+# hands out the session's Redis port, which such a module could otherwise take before the
+# session's stack starts.
+LONGEST_FIRST = ("test_look_browser.py", "test_run_command.py", "test_recall_fidelity_smoke.py",
+                 "test_supervision.py", "test_soak_smoke.py", "test_faults_stale.py", "test_chat_browser.py",
+                 "test_agent_workers.py", "test_agent_robustness.py", "test_mcp_stack.py")
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(items):
+    """Before every other hook: the integration mark on this folder's tests (so `-m` selects by
+    it). After them all (pytest-django orders by kind of database access): the longest first."""
     here = Path(__file__).parent
     for item in items:
         if here in Path(item.fspath).parents:
             item.add_marker(pytest.mark.integration)
+    result = yield
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    # Stable, and the tests that flush the database still after those in a rolled-back transaction
+    # (pytest-django's order: the flush also removes what the migrations seeded).
+    if any(Path(item.fspath).name in rank for item in items):  # the fast tier keeps its order
+        items.sort(key=lambda item: (_flushes(item), rank.get(Path(item.fspath).name, len(rank))))
+    return result
+
+
+def _flushes(item) -> bool:
+    marker = item.get_closest_marker("django_db")
+    fixtures = getattr(item, "fixturenames", ())
+    return "transactional_db" in fixtures or "live_server" in fixtures or bool(marker and marker.kwargs.get("transaction"))
 
 
 def _database_url(settings_dict: dict) -> str:
