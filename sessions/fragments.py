@@ -3,18 +3,74 @@ push and a reconnect produce the same markup. Fragments pushed over the socket c
 `hx-swap-oob` (the htmx websocket extension swaps them by id)."""
 from __future__ import annotations
 
+import zlib
+
 from django.template.loader import render_to_string
 
 from sessions import presenters, selectors, transcript
+from sessions.models import Turn
+
+# The kinds of notice a page keeps at most one of (static/js/notices.js removes the earlier notice of
+# a kind when a new one lands). A notice of no known kind gets one derived from its text.
+PREVIEW = "compaction-preview"
+COMPRESSION_QUEUED = "compression-queued"
+COMPRESSION_DUPLICATE = "compression-duplicate"
+COMPRESSION_REFUSED = "compression-refused"
+MODEL_SWITCH = "model-switch"
+QUEUE_CANCEL = "queue-cancel"
+SEND_ERROR = "send-error"
+SEND_QUEUE_DOWN = "send-queue-down"
+TURN_ACTION = "turn-action"
+NEW_CONVERSATION = "new-conversation"
+
+_KIND_BY_PREFIX = (("Preview:", PREVIEW), ("Compression queued", COMPRESSION_QUEUED),
+                   ("Cancelled before it started", QUEUE_CANCEL))
+
+# What a compression event's row in the event feed shows once it ended, whichever way.
+_ENDED = ":is([data-status=compressed],[data-status=aborted],[data-status=noop],[data-status=failed],[data-status=skipped])"
 
 
-def render_notice(text: str, *, level: str = "info") -> str:
-    return render_to_string("sessions/_notice.html", {"text": text, "level": level, "oob": True})
+def notice_kind(text: str, level: str = "info") -> str:
+    """The kind a notice is known by when its caller named none: a known opening, else one derived
+    from the text (the same announcement twice is one notice, two different ones are two)."""
+    for prefix, kind in _KIND_BY_PREFIX:
+        if text.startswith(prefix):
+            return kind
+    return f"{level}-{zlib.crc32(text.encode()):08x}"
 
 
-def render_to_notice(text: str, *, level: str = "info") -> str:
+def expires_when_event_ends(event_id: int) -> str:
+    """The selector (`data-expires-on`) that matches once compression event `event_id` ended: the
+    event feed pushed over the socket shows its final status."""
+    return f"#event-{int(event_id)}{_ENDED}"
+
+
+def expires_when_compacted_after(event_id: int | None) -> str:
+    """The selector that matches once a compaction newer than `event_id` (None: any) was committed
+    or aborted: the (newest-first) event feed shows it above `#event-<event_id>`."""
+    newer = "#event-feed li.event:is([data-status=compressed],[data-status=aborted])"
+    return newer if event_id is None else f"{newer}:has(~ #event-{int(event_id)})"
+
+
+def _notice_context(text: str, level: str, kind: str | None, expires_on: str, expires_after: int | None) -> dict:
+    return {"text": text, "level": level, "kind": kind or notice_kind(text, level), "expires_on": expires_on,
+            "expires_after": expires_after}
+
+
+def render_notice(text: str, *, level: str = "info", kind: str | None = None, expires_on: str = "",
+                  expires_after: int | None = None) -> str:
+    """A notice pushed over the socket (appended to `#notices` out of band). `kind`: what it
+    replaces (see `notice_kind`); `expires_on`: a CSS selector whose first match on the page
+    removes it; `expires_after`: seconds it stays."""
+    ctx = _notice_context(text, level, kind, expires_on, expires_after)
+    return render_to_string("sessions/_notice.html", {**ctx, "oob": True})
+
+
+def render_to_notice(text: str, *, level: str = "info", kind: str | None = None, expires_on: str = "",
+                     expires_after: int | None = None) -> str:
     """A notice as the direct answer to an htmx request (swapped by the request, not out of band)."""
-    return render_to_string("sessions/_notice.html", {"text": text, "level": level, "oob": False, "inner": True})
+    ctx = _notice_context(text, level, kind, expires_on, expires_after)
+    return render_to_string("sessions/_notice.html", {**ctx, "oob": False, "inner": True})
 
 
 def render_message(message, *, stream_id: str | None = None, oob: bool = True) -> str:
@@ -24,8 +80,8 @@ def render_message(message, *, stream_id: str | None = None, oob: bool = True) -
 
 
 def render_stream_start(stream_id: str) -> str:
-    """A new streaming placeholder (any earlier copy of it removed first: a page that loaded the
-    stream from the database may also receive its start)."""
+    """A new streaming placeholder, appended (static/js/oob.js removes an earlier copy first: a page
+    that loaded the stream from the database may also receive its start)."""
     return render_to_string("sessions/_stream_start.html", {"s": {"stream_id": stream_id, "text": ""}})
 
 
@@ -48,13 +104,21 @@ def render_turn_entry(turn) -> str:
     return render_to_string("sessions/_turn_entry_oob.html", {"entry": transcript.turn_entry(turn)})
 
 
+def render_queue(conversation_id) -> str:
+    """The whole queue below the transcript, read from the database: a push that arrives late or
+    twice leaves it right, and none targets an entry the page may not have."""
+    queue = Turn.objects.filter(conversation_id=conversation_id, status="queued").select_related("user_message")
+    return render_to_string("sessions/_queued_oob.html", {"queue": queue.order_by("id")})
+
+
 def render_queued(turn) -> str:
-    """A turn waiting to start, appended to the queue below the transcript (idempotent)."""
-    return render_to_string("sessions/_queued_oob.html", {"t": turn})
+    """A turn waiting to start: the queue with it."""
+    return render_queue(turn.conversation_id)
 
 
 def render_queued_removed(turn) -> str:
-    return f'<div id="queued-{turn.id}" hx-swap-oob="delete"></div>'
+    """A turn that started or was cancelled: the queue without it."""
+    return render_queue(turn.conversation_id)
 
 
 def render_mcp_switch(conversation, *, oob: bool = True) -> str:

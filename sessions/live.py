@@ -108,8 +108,12 @@ def title_changed(conversation) -> None:
     broadcast(conversation.id, "title", fragments.render_title_changed(conversation))
 
 
-def notice(conversation_id, text: str, *, level: str = "info") -> None:
-    broadcast(conversation_id, "notice", fragments.render_notice(text, level=level))
+def notice(conversation_id, text: str, *, level: str = "info", kind: str | None = None, expires_on: str = "",
+           expires_after: int | None = None) -> None:
+    """A notice on every open page of the conversation; a new one of the same `kind` replaces the
+    earlier one (see `fragments.render_notice`)."""
+    broadcast(conversation_id, "notice", fragments.render_notice(text, level=level, kind=kind, expires_on=expires_on,
+                                                                 expires_after=expires_after))
 
 
 def live_state(conversation) -> str:

@@ -24,16 +24,23 @@ def _own(request, conversation_id) -> Conversation:
     return conversation
 
 
-def _reply(request, conversation: Conversation, text: str, *, level: str = "info", html: str = ""):
+# Seconds a notice that only confirms what the user just did stays (it can be dismissed sooner).
+CONFIRMATION_SECONDS = 10
+
+
+def _reply(request, conversation: Conversation, text: str, *, level: str = "info", html: str = "",
+           kind: str | None = None, expires_on: str = "", expires_after: int | None = None):
     """A notice for htmx requests; a flash message and the page for plain form posts. `html`, a
     rendered fragment, replaces the notice (a form the user must answer: shown on its own page
-    without htmx)."""
+    without htmx, in a modal dialog with it). `kind`, `expires_on`, `expires_after`: see
+    `fragments.render_notice` (the kind defaults to one derived from the text)."""
     if html and not request.htmx:
         return render(request, "sessions/confirm.html", {"conversation": conversation, "fragment": html})
     if request.htmx:
         # 422 for a refused input (htmx is configured to swap it into the notices).
-        return HttpResponse(html or fragments.render_to_notice(text, level=level),
-                            status=422 if level == "error" else 200)
+        notice = html or fragments.render_to_notice(text, level=level, kind=kind, expires_on=expires_on,
+                                                    expires_after=expires_after)
+        return HttpResponse(notice, status=422 if level == "error" else 200)
     getattr(flash, "error" if level == "error" else "info")(request, text)
     return redirect("conversation", conversation_id=conversation.id)
 
@@ -69,12 +76,13 @@ def conversation_create(request, leaving: Conversation | None = None):
                                            leaving=leaving)
     except RouteUnavailable as exc:
         if request.htmx:
-            return HttpResponse(fragments.render_to_notice(str(exc), level="error"), status=422)
+            return HttpResponse(fragments.render_to_notice(str(exc), level="error", kind=fragments.NEW_CONVERSATION),
+                                status=422)
         flash.error(request, str(exc))
         return redirect("home")
     if leaving is not None and conversation.id == leaving.id:
         return _reply(request, leaving, "This conversation is still empty, so it is the new one: write your first "
-                      "message below.")
+                      "message below.", kind=fragments.NEW_CONVERSATION, expires_after=CONFIRMATION_SECONDS)
     url = reverse("conversation", args=[conversation.id])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
@@ -101,9 +109,9 @@ def conversation_model_switch(request, conversation_id):
                           html=fragments.render_model_switch_confirm(conversation, choice, cfg, request=request))
         conversation_model_switch(conversation=conversation, cfg=cfg, provider=provider, model=model)
     except ModelAlreadyInUse as exc:
-        return _reply(request, conversation, str(exc), level="info")
+        return _reply(request, conversation, str(exc), level="info", kind=fragments.MODEL_SWITCH)
     except RouteUnavailable as exc:
-        return _reply(request, conversation, str(exc), level="error")
+        return _reply(request, conversation, str(exc), level="error", kind=fragments.MODEL_SWITCH)
     url = reverse("conversation", args=[conversation.id])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
@@ -154,7 +162,7 @@ def _composer_error(request, conversation: Conversation, text: str):
     """A refused message: the error beside the composer (which keeps its text), 422."""
     if not request.htmx:
         return _reply(request, conversation, text, level="error")
-    response = HttpResponse(fragments.render_to_notice(text, level="error"), status=422)
+    response = HttpResponse(fragments.render_to_notice(text, level="error", kind=fragments.SEND_ERROR), status=422)
     return reswap(retarget(response, "#composer-error"), "innerHTML")
 
 
@@ -165,7 +173,7 @@ def _submitted(request, conversation: Conversation, submission):
         return HttpResponse("") if request.htmx else redirect("conversation", conversation_id=conversation.id)
     if not request.htmx:
         return _reply(request, conversation, submission.notice, level="warning")
-    return HttpResponse(fragments.render_to_notice(submission.notice, level="warning")
+    return HttpResponse(fragments.render_to_notice(submission.notice, level="warning", kind=fragments.SEND_QUEUE_DOWN)
                         + fragments.render_queued(submission.turn))
 
 
@@ -212,7 +220,7 @@ def _turn_action(request, conversation_id, action):
     try:
         result = action(conversation)
     except TurnRejected as exc:
-        return _reply(request, conversation, str(exc), level="error")
+        return _reply(request, conversation, str(exc), level="error", kind=fragments.TURN_ACTION)
     if hasattr(result, "notice"):
         return _submitted(request, conversation, result)
     return HttpResponse("") if request.htmx else redirect("conversation", conversation_id=conversation.id)
@@ -233,8 +241,9 @@ def turn_cancel(request, conversation_id, turn_id):
     try:
         turn = turn_cancel(user=request.user, conversation_id=conversation.id, turn_id=turn_id)
     except TurnRejected as exc:
-        return _reply(request, conversation, str(exc), level="error")
-    return _reply(request, conversation, f"Cancelled before it started; “{turn.text[:80]}” never reached the agent.")
+        return _reply(request, conversation, str(exc), level="error", kind=fragments.QUEUE_CANCEL)
+    return _reply(request, conversation, f"Cancelled before it started; “{turn.text[:80]}” never reached the agent.",
+                  kind=fragments.QUEUE_CANCEL, expires_after=CONFIRMATION_SECONDS)
 
 
 @require_POST
@@ -272,10 +281,11 @@ def _compress(request, conversation: Conversation, topic: str | None):
 
     if not current_config().compression.enabled:
         return _reply(request, conversation, "Compression is switched off by an administrator "
-                      "(compression.enabled), so nothing was compressed.", level="warning")
+                      "(compression.enabled), so nothing was compressed.", level="warning",
+                      kind=fragments.COMPRESSION_REFUSED)
     if conversation.messages.filter(session__ended_at__isnull=True, archived=False).count() < 4:
         return _reply(request, conversation, "Nothing to compress yet: a compression needs at least 4 messages.",
-                      level="warning")
+                      level="warning", kind=fragments.COMPRESSION_REFUSED)
     event = compression_request(conversation_id=conversation.id, trigger="manual", focus_topic=topic, force=True)
     if event.status == "skipped":
         from sessions.services.compaction import MANUAL_DEBOUNCE_SECONDS, SKIPPED_REPEAT
@@ -283,14 +293,22 @@ def _compress(request, conversation: Conversation, topic: str | None):
         if event.reason == SKIPPED_REPEAT:
             text = (f"This compression ran moments ago: the same request within {MANUAL_DEBOUNCE_SECONDS} s is taken "
                     "as a double click, so nothing new was queued.")
-        else:
-            text = "A compression is already running for this conversation; its progress is in the event feed."
-        return _reply(request, conversation, text, level="warning")
+            return _reply(request, conversation, text, level="warning", kind=fragments.COMPRESSION_DUPLICATE,
+                          expires_after=CONFIRMATION_SECONDS)
+        # Gone once the compression it points at ended (the event feed shows how).
+        running = next((e for e in selectors.compression_events(conversation, limit=5)
+                        if e.status in ("queued", "running")), None)
+        return _reply(request, conversation, "A compression is already running for this conversation; its progress "
+                      "is in the event feed.", level="warning", kind=fragments.COMPRESSION_DUPLICATE,
+                      expires_on=fragments.expires_when_event_ends(running.id) if running else "")
     what = f" focusing on “{topic}”" if topic else ""
+    ends = fragments.expires_when_event_ends(event.id)
     if not getattr(event, "handed_to_worker", True):
         return _reply(request, conversation, f"Compression queued{what}, but the task queue cannot be reached right "
-                      "now: it runs as soon as the queue is back; there is no need to ask again.", level="warning")
-    return _reply(request, conversation, f"Compression queued{what}. Progress appears in the event feed.")
+                      "now: it runs as soon as the queue is back; there is no need to ask again.", level="warning",
+                      kind=fragments.COMPRESSION_QUEUED, expires_on=ends)
+    return _reply(request, conversation, f"Compression queued{what}. Progress appears in the event feed.",
+                  kind=fragments.COMPRESSION_QUEUED, expires_on=ends)
 
 
 def _preview(request, conversation: Conversation, topic: str | None):
@@ -300,8 +318,11 @@ def _preview(request, conversation: Conversation, topic: str | None):
     try:
         preview = compression_preview(conversation_id=conversation.id, focus_topic=topic)
     except ConfigurationProblem as exc:
-        return _reply(request, conversation, str(exc), level="error")
-    return _reply(request, conversation, preview_text(preview))
+        return _reply(request, conversation, str(exc), level="error", kind=fragments.PREVIEW)
+    # Gone once a compaction was committed or aborted after it: what it described is out of date.
+    latest = next(iter(selectors.compression_events(conversation, limit=1)), None)
+    return _reply(request, conversation, preview_text(preview), kind=fragments.PREVIEW,
+                  expires_on=fragments.expires_when_compacted_after(latest.id if latest else None))
 
 
 def preview_text(preview) -> str:
