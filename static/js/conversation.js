@@ -1,13 +1,21 @@
 // The conversation page's behaviour. Loaded as a file, never inline (the pages are meant to run
 // under a content-security policy without 'unsafe-inline').
 //
-// - Enter sends, Shift+Enter inserts a newline, Esc stops the running turn.
+// - Enter sends, Shift+Enter inserts a newline, Esc stops the running turn; the same in the
+//   *Edit last message* box (Enter resends, Esc there cancels the edit). On narrow screens the
+//   composer shows its shorter placeholder (data-placeholder-narrow), which fits in its rows.
 // - The composer is cleared only when the server accepted the message (2xx); a refused one keeps
 //   its text, with the server's reason beside it. Past the length limit it warns instead of
 //   cutting a paste.
-// - The transcript follows new text only while the reader is at its bottom.
-// - Notices can be dismissed; code blocks get a copy button; running compressions show their
-//   elapsed time; a cancelled queued message returns to an empty composer.
+// - The transcript follows new text only while the reader is at its bottom. It stays there when
+//   something below it grows (the edit box opening) and when the server re-sends it whole (after
+//   a regenerate or an edit, on a reconnect); a reader scrolled up keeps their place.
+// - After Stop, Regenerate, Retry, Edit → Resend or Cancel the focus goes to the composer, never
+//   to <body> when the button it was on leaves the page; a focused element the socket replaces
+//   gets the focus back in its new copy (or the composer takes it).
+// - Notices can be dismissed; code blocks get a copy button above them (never over the code);
+//   running compressions show their elapsed time; a cancelled queued message returns to an
+//   empty composer. Socket deletes of elements this page does not have are dropped (hermes-live).
 // - What the reader opened (a summary, a tool result) stays open when the server re-renders the
 //   part of the page it is in (every socket (re)connect re-sends the transcript).
 // - The composer has the focus when the page opens (its autofocus attribute). A finished
@@ -50,6 +58,18 @@
     }
   }
 
+  // The full placeholder wraps past the composer's rows on a phone: a shorter one there.
+  var narrow = window.matchMedia ? window.matchMedia("(max-width: 640px)") : null;
+  function fitPlaceholder() {
+    if (!textarea || !textarea.dataset.placeholderNarrow) { return; }
+    if (!textarea.dataset.placeholderWide) { textarea.dataset.placeholderWide = textarea.placeholder; }
+    textarea.placeholder = narrow && narrow.matches ? textarea.dataset.placeholderNarrow : textarea.dataset.placeholderWide;
+  }
+  if (narrow) {
+    fitPlaceholder();
+    if (narrow.addEventListener) { narrow.addEventListener("change", fitPlaceholder); }
+  }
+
   if (textarea) {
     textarea.addEventListener("keydown", function (e) {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
@@ -70,6 +90,85 @@
         checkLength();
       }
     });
+  }
+
+  // ---- the edit box: Enter resends, Shift+Enter is a newline, Esc cancels ---------------------
+
+  // The status line (and the box in it) is re-rendered by the socket: listen on the document.
+  function editBox(el) { return el && el.id === "edit-text" ? el : null; }
+
+  function cancelEdit() {
+    var details = document.getElementById("edit-last");
+    if (details) {
+      var form = details.querySelector("form");
+      if (form) { form.reset(); }
+      details.open = false;
+    }
+    focusComposer();
+  }
+
+  document.addEventListener("keydown", function (e) {
+    if (e.isComposing) { return; }
+    var box = editBox(e.target);
+    if (box && e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      if (box.value.trim()) { htmx.trigger(box.form, "submit"); }
+    } else if (e.key === "Escape" && e.target.closest && e.target.closest("#edit-last[open]")) {
+      e.preventDefault();
+      e.stopImmediatePropagation(); // not the page's Stop
+      cancelEdit();
+    }
+  }, true);
+
+  document.addEventListener("click", function (e) {
+    if (e.target.closest && e.target.closest("#edit-last .edit-cancel")) {
+      e.preventDefault();
+      cancelEdit();
+    }
+  });
+
+  // Opening the box puts the caret at the end of the message in it (the event comes a moment
+  // after the click: leave the focus alone if it has gone somewhere else since).
+  document.addEventListener("toggle", function (e) {
+    if (e.target.id !== "edit-last" || !e.target.open) { return; }
+    var box = document.getElementById("edit-text");
+    var active = document.activeElement;
+    if (box && (!active || active === document.body || active === e.target.querySelector("summary"))) {
+      box.focus();
+      box.setSelectionRange(box.value.length, box.value.length);
+    }
+  }, true);
+
+  // ---- where the focus goes -------------------------------------------------------------------
+
+  function focusComposer() { if (textarea) { textarea.focus(); } }
+
+  // The buttons of an action (Stop, Regenerate, Retry, Resend) leave the page when the socket
+  // re-renders the status line or the transcript: the composer takes the focus as the request
+  // goes out, so it never falls to <body>.
+  var ACTIONS = "#turn-status form, form.turn-retry";
+  document.body.addEventListener("htmx:beforeRequest", function (e) {
+    var form = e.detail.elt;
+    if (form && form.matches && form.matches(ACTIONS)) { focusComposer(); }
+  });
+
+  // Anything else focused in a part the socket replaces: its new copy, or the composer.
+  var refocus = null;
+  document.body.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var target = e.detail.target, active = document.activeElement;
+    if (target && active && active !== document.body && target.contains(active)) {
+      refocus = active.id || "";
+    }
+  });
+
+  function restoreFocus() {
+    if (refocus === null) { return; }
+    var id = refocus;
+    refocus = null;
+    var active = document.activeElement;
+    if (active && active !== document.body && active.isConnected) { return; }
+    var again = id && document.getElementById(id);
+    if (again && again.checkVisibility && again.checkVisibility()) { again.focus(); } else { focusComposer(); }
   }
 
   // ---- Esc stops ----------------------------------------------------------------------------
@@ -140,26 +239,89 @@
   // ---- follow the transcript only from its bottom ----------------------------------------
 
   var following = true;
+  var keptScrollTop = null; // where a reader scrolled up was, when the transcript is replaced whole
 
   function atBottom(el) { return el.scrollHeight - el.scrollTop - el.clientHeight <= BOTTOM_SLACK; }
+
+  // The transcript is a flex item: it gets shorter when something under it grows (the edit box
+  // opening, a notice, the length note). Its scrollTop stays, so a reader at the bottom silently
+  // stops being at it, and the next push (the whole transcript, re-sent after an edit) found them
+  // "scrolled up" and left them at the top. Keep the bottom when the box changes size; judge
+  // "at the bottom" by the height it had before (a scroll event can land between two steps of
+  // one resize and see the reader short of the bottom).
+  var heights = window.WeakMap ? new WeakMap() : null;
+  var resized = window.ResizeObserver && heights ? new ResizeObserver(function (items) {
+    items.forEach(function (item) {
+      var el = item.target;
+      var before = heights.has(el) ? heights.get(el) : el.clientHeight;
+      heights.set(el, el.clientHeight);
+      var wasAtBottom = el.scrollHeight - el.scrollTop - before <= BOTTOM_SLACK;
+      if (el.isConnected && (following || wasAtBottom)) {
+        following = true;
+        el.scrollTop = el.scrollHeight;
+      }
+    });
+  }) : null;
+
+  var watched = null; // the transcript element observed (the server replaces it at times)
 
   function watchScroll(el) {
     if (!el || el.dataset.watched) { return; }
     el.dataset.watched = "1";
     el.addEventListener("scroll", function () { following = atBottom(el); });
+    if (resized) {
+      if (watched) { resized.unobserve(watched); }
+      resized.observe(el);
+    }
+    watched = el;
   }
 
   function follow() {
     var el = transcript();
     watchScroll(el);
-    if (el && following) { el.scrollTop = el.scrollHeight; }
+    if (!el) { return; }
+    if (following) {
+      el.scrollTop = el.scrollHeight;
+    } else if (keptScrollTop !== null) {
+      el.scrollTop = keptScrollTop; // a new element starts at the top: put the reader back
+    }
+    keptScrollTop = null;
   }
 
   document.body.addEventListener("htmx:wsBeforeMessage", function () {
     var el = transcript();
     if (el) { following = atBottom(el); }
   });
-  document.body.addEventListener("htmx:wsAfterMessage", follow);
+  document.body.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var target = e.detail.target;
+    if (target && target.id === "transcript" && keptScrollTop === null) { keptScrollTop = target.scrollTop; }
+  });
+  document.body.addEventListener("htmx:wsAfterMessage", function () {
+    follow();
+    restoreFocus();
+  });
+
+  // ---- deletes of what this page does not show -------------------------------------------------
+
+  // A push may delete what this page never showed or already replaced (a queued message that
+  // started at once, the placeholder of a stream the re-sent transcript no longer has, an older
+  // copy of a turn's outcome). That is a no-op, but htmx logs it as an error: leave such deletes
+  // out (the conversation's hx-ext names this extension next to ws).
+  htmx.defineExtension("hermes-live", {
+    transformResponse: function (text) {
+      if (text.indexOf("hx-swap-oob=\"delete\"") < 0) { return text; }
+      var template = document.createElement("template");
+      template.innerHTML = text;
+      var idle = Array.prototype.filter.call(template.content.children, function (el) {
+        if (el.getAttribute("hx-swap-oob") !== "delete" || !el.id) { return false; }
+        var twins = template.content.querySelectorAll("[id='" + el.id.replace(/'/g, "") + "']").length;
+        return !document.getElementById(el.id) && twins === 1;
+      });
+      if (!idle.length) { return text; }
+      idle.forEach(function (el) { el.remove(); });
+      return template.innerHTML;
+    }
+  });
 
   // ---- keep what the reader opened ----------------------------------------------------------
 
@@ -237,22 +399,29 @@
 
   // ---- copy buttons on code blocks --------------------------------------------------------
 
+  // The button sits in a row above the block, outside the <pre>: inside it, it would cover the
+  // end of the first line (on a phone, the code itself) and scroll away with wide code.
   function addCopyButtons(root) {
     (root || document).querySelectorAll(".markdown pre").forEach(function (pre) {
-      if (pre.querySelector(".copy-code")) { return; }
+      if (pre.parentElement.classList.contains("code-block")) { return; }
+      var block = document.createElement("div");
+      block.className = "code-block";
       var button = document.createElement("button");
       button.type = "button";
       button.className = "copy-code";
       button.textContent = "Copy";
       button.setAttribute("aria-label", "Copy this code");
-      pre.appendChild(button);
+      pre.parentNode.insertBefore(block, pre);
+      block.appendChild(button);
+      block.appendChild(pre);
     });
   }
 
   document.addEventListener("click", function (e) {
     var button = e.target.closest ? e.target.closest(".copy-code") : null;
     if (!button) { return; }
-    var code = button.parentElement.querySelector("code") || button.parentElement;
+    var pre = button.parentElement.querySelector("pre") || button.parentElement;
+    var code = pre.querySelector("code") || pre;
     var text = code.textContent;
     var done = function () {
       button.textContent = "Copied";
