@@ -100,3 +100,17 @@ def test_the_cache_panel_names_the_strategy_and_both_ttls_it_writes(alice):
     settings_store.save_group("caching", {"strategy": "system_and_3", "cache_ttl": "1h"})
     label = presenters.cache_panel(c)["status_label"]
     assert "strategy system_and_3: 1h on the system prompt and the last 3 messages" in label
+
+
+def test_the_compaction_divider_and_the_event_feed_print_counts_with_thousands_separators(alice):
+    from sessions import fragments
+
+    c = busy_conversation(alice)
+    event = c.compression_events.get()
+    event.tokens_before, event.tokens_after, event.messages_before, event.messages_after = 97_952, 12_480, 1_204, 31
+    event.tokens_read, event.messages_read, event.summariser_calls = 85_470, 1_173, 2
+    event.save()
+    feed = fragments.render_event_feed(c)
+    assert "1,204 → 31 messages · 97,952 → 12,480 tokens" in feed
+    assert "read 1,173 messages (85,470 tokens) in 2 calls" in feed
+    assert "1,204 → 31 messages · 97,952 → 12,480 tokens" in fragments.render_compaction_divider(event)
