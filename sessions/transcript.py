@@ -37,7 +37,8 @@ def turns_shown(conversation: Conversation) -> list[Turn]:
     """Every turn the chat shows (queued, running, failed, stopped) and the latest, oldest first."""
     latest = Turn.objects.filter(conversation_id=conversation.id).order_by("-id").values("id")[:1]
     return list(Turn.objects.filter(conversation_id=conversation.id)
-                .filter(Q(status__in=SHOWN) | Q(id__in=latest)).select_related("user_message").order_by("id"))
+                .filter(Q(status__in=SHOWN) | Q(id__in=latest)).select_related("user_message__session")
+                .order_by("id"))
 
 
 def typed_text(text: str) -> str:
@@ -79,8 +80,15 @@ def message_entry(message: Message, event=_NOT_LOOKED_UP, attachments=_NOT_LOOKE
     return entry
 
 
+def compacted_away(turn: Turn | None) -> bool:
+    """Whether a compaction summarised the message ``turn`` answered: the services refuse to answer
+    it again (Regenerate, Retry, Edit), so none of them is offered for it."""
+    message = turn.user_message if turn is not None else None
+    return message is not None and (message.archived or message.session.ended_at is not None)
+
+
 def turn_entry(turn: Turn) -> dict:
-    return {"kind": "turn", "id": turn.id, "turn": turn, "status": turn.status}
+    return {"kind": "turn", "id": turn.id, "turn": turn, "status": turn.status, "retryable": not compacted_away(turn)}
 
 
 def stream_entry(turn: Turn) -> dict:
@@ -122,7 +130,8 @@ def state(conversation: Conversation, turns: list[Turn], events=None) -> dict:
     """What the status line says and which buttons it offers.
 
     Stop while a turn runs; Retry when the latest turn failed; Regenerate and Edit when it ended
-    otherwise; none of them while turns are waiting. `events` (newest first) give the running
+    otherwise; none of them while turns are waiting, nor once a compaction summarised the message
+    the latest turn answered. `events` (newest first) give the running
     compression, if any."""
     running = next((t for t in turns if t.status == "running"), None)
     queued = queue(turns)
@@ -132,11 +141,12 @@ def state(conversation: Conversation, turns: list[Turn], events=None) -> dict:
     last_text = ""
     if latest is not None and latest.user_message is not None and isinstance(latest.user_message.content, str):
         last_text = latest.user_message.content
+    compacted = compacted_away(latest)
     return {
         "conversation_id": conversation.id, "running": running, "queued": queued, "latest": latest,
         "compressing": compressing, "stopping": bool(running and running.stop_requested),
-        "can_retry": idle and latest is not None and latest.status == "failed",
-        "can_regenerate": idle and latest is not None and latest.status in ("done", "stopped"),
+        "can_retry": idle and latest is not None and latest.status == "failed" and not compacted,
+        "can_regenerate": idle and latest is not None and latest.status in ("done", "stopped") and not compacted,
         "last_text": last_text,
         "status": running.status if running else ("queued" if queued else (latest.status if latest else "idle")),
     }

@@ -9,6 +9,7 @@ import re
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from compression import settings_store
 from sessions.models import ApiCall, CompressionEvent, Conversation, Message
@@ -226,3 +227,28 @@ def test_the_service_refuses_the_model_in_use_and_changes_nothing(conversation):
     session.refresh_from_db()
     assert (session.context_length, session.last_prompt_tokens) == (50_000, 30_000)
     assert not Message.objects.filter(name="model_switch").exists()
+
+
+def test_no_regenerate_retry_or_edit_is_offered_for_a_message_a_compaction_summarised(signed_in, conversation):
+    """The services refuse to answer a compacted message again; the status line must not offer it."""
+    from sessions import fragments
+    from sessions.models import Turn
+
+    session = session_active(conversation)
+    asked = message_append(session=session, role="user", content="what is the plan")
+    message_append(session=session, role="assistant", content="the plan")
+    turn = Turn.objects.create(conversation=conversation, status="done", user_message=asked)
+    html = fragments.render_turn_status(conversation)
+    assert 'id="regenerate-button"' in html and 'id="edit-last"' in html  # answerable: offered
+    session.ended_at = timezone.now()  # a compaction rotated the session
+    session.save(update_fields=["ended_at"])
+    session_start(conversation=conversation)
+    html = fragments.render_turn_status(conversation)
+    assert 'id="regenerate-button"' not in html and 'id="edit-last"' not in html
+    Turn.objects.filter(pk=turn.pk).update(status="failed", finished_at=timezone.now(), error="overloaded")
+    assert 'id="edit-last"' not in fragments.render_turn_status(conversation)
+    failed = fragments.render_transcript(conversation)
+    assert "retry-button" not in failed and "send it again as a new message" in failed
+    # And what it would have offered is indeed refused.
+    response = signed_in.post(reverse("turn-regenerate", args=[conversation.id]), **HTMX)
+    assert response.status_code == 422 and "compacted" in response.content.decode()
