@@ -218,7 +218,8 @@ class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
         return self._tokens(msg) + MESSAGE_OVERHEAD_TOKENS
 
     def count_messages_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        return sum(self.message_size(m) for m in messages)
+        # message_size summed, without a call per message (20,000 of them in a long history).
+        return sum(map(self._tokens, messages)) + MESSAGE_OVERHEAD_TOKENS * len(messages)
 
     def estimate_history_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Token total of an append-only history: O(new messages) since the previous call."""

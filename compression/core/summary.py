@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,7 +162,7 @@ def _attachment_marks(content: Any) -> list[str]:
     return marks
 
 
-def _render_call(call: Any) -> str:
+def _render_call(call: Any, clean: Callable[[str], str] = str) -> str:
     fn = call_function(call)
     if not fn:
         return "  (unreadable tool call)"
@@ -170,34 +170,39 @@ def _render_call(call: Any) -> str:
     args = args if isinstance(args, str) else ("" if args is None else str(args))
     if len(args) > TOOL_ARGS_MAX:
         args = args[:TOOL_ARGS_HEAD] + "..."
-    return f"  {fn.get('name') or '?'}({args})"
+    return f"  {clean(str(fn.get('name') or '?'))}({clean(args)})"
 
 
-def _render_message(msg: Mapping[str, Any]) -> str | None:
-    """One turn as text for the summariser, or None for a turn with nothing to say."""
+def _render_message(msg: Mapping[str, Any], clean: Callable[[str], str] = str) -> str | None:
+    """One turn as text for the summariser, or None for a turn with nothing to say. ``clean`` is
+    applied to each piece that came from the conversation (the text, the result's id, each call's
+    name and arguments), never to the labels around them."""
     if is_summary_only(msg):
         return None  # the previous summary is passed separately, never as a turn
     content = split_merged(msg)[1] if msg.get(MERGED_KEY) else msg.get("content")
     role = str(msg.get("role") or "unknown")
     # The model's reasoning is not part of the record: only what it said and did is summarised.
-    text = truncate_middle(_render_content(content, reasoning=role != "assistant"))
+    text = clean(truncate_middle(_render_content(content, reasoning=role != "assistant")))
     if role == "tool":
-        block = f"[TOOL RESULT {msg.get('tool_call_id') or '?'}]: {text}"
+        block = f"[TOOL RESULT {clean(str(msg.get('tool_call_id') or '?'))}]: {text}"
     elif role == "assistant":
         block = f"[ASSISTANT]: {text}"
         calls = msg.get("tool_calls")
         calls = calls if isinstance(calls, (list, tuple)) else ()
         if calls:
-            block += "\n[Tool calls:\n" + "\n".join(_render_call(c) for c in calls) + "\n]"
+            block += "\n[Tool calls:\n" + "\n".join(_render_call(c, clean) for c in calls) + "\n]"
     else:
         block = f"[{role.upper()}]: {text}"
     return block
 
 
 def serialize_message(msg: Mapping[str, Any]) -> str | None:
-    """One turn as redacted text for the summariser, or None for a standalone summary message."""
-    block = _render_message(msg)
-    return None if block is None else redact(block)
+    """One turn as redacted text for the summariser, or None for a standalone summary message.
+
+    Each piece is redacted on its own rather than the assembled block: the labels put a colon in
+    every block, which would send every block mentioning a "token" or a "key" through the slow
+    key-value pattern, and no credential pattern reaches across a label."""
+    return _render_message(msg, redact)
 
 
 def serialize_for_summary(turns: Sequence[Mapping[str, Any]]) -> str:

@@ -223,3 +223,22 @@ def test_it_passes_the_date_to_every_summariser_call(make_compressor, summariser
     make_compressor(200_000, summariser_context_length=64_000).compress(msgs, force=True, today=datetime.date(2026, 1, 2))
     assert len(summariser.calls) > 1
     assert all("Today's date is 2026-01-02" in prompt for prompt, _ in summariser.calls)
+
+
+def test_each_piece_of_a_serialized_turn_is_redacted_and_the_labels_are_kept():
+    from compression.core.summary import serialize_message
+
+    msg = {"role": "assistant", "content": "Using api_key=sk-ant-abcdefghijklmnopqrstuvwx and the token: s3cr3t now",
+           "tool_calls": [{"id": "toolu_1", "type": "function",
+                           "function": {"name": "http_get", "arguments": '{"url": "https://bob:hunter22@example.com", '
+                                                                         '"headers": {"Authorization": "Bearer abcdefghijklmnop"}}'}}]}
+    text = serialize_message(msg)
+    for secret in ("sk-ant-abcdefghijklmnopqrstuvwx", "s3cr3t", "hunter22", "abcdefghijklmnop"):
+        assert secret not in text
+    assert text.startswith("[ASSISTANT]: Using api_key=[REDACTED]") and "token: [REDACTED]" in text
+    assert "\n[Tool calls:\n  http_get(" in text and "https://bob:[REDACTED]@example.com" in text
+    tool = serialize_message({"role": "tool", "tool_call_id": "toolu_1", "content": "password: swordfish\nok"})
+    assert tool == "[TOOL RESULT toolu_1]: password: [REDACTED]\nok"
+    # Words that only look like credential keys in prose are left alone.
+    plain = serialize_message({"role": "user", "content": "the token count and the key idea: keep it short"})
+    assert plain == "[USER]: the token count and the key idea: keep it short"
