@@ -43,9 +43,10 @@ sandbox-deps:
 TIMES := artifacts/test-times.txt
 timed = start=$$(date +%s); $(2); rc=$$?; line="$(1): $$(( $$(date +%s) - start )) s"; \
 	echo "$$line" >> $(TIMES); echo "== $$line"; exit $$rc
-# The integration tier runs on two pytest-xdist workers, a module to a worker: each worker starts
+# The integration tier runs on three pytest-xdist workers, a module to a worker (more workers than
+# cores: its tests spend much of their time waiting on processes, leases and pages): each worker starts
 # its own stack (Redis, simulator, Celery worker, Daphne) on free ports, with its own test database.
-INTEGRATION := $(PYTEST) -n 2 --dist loadfile --durations=12 -m
+INTEGRATION := $(PYTEST) -n 3 --dist loadfile --durations=12 -m
 
 test: $(VENV)/.dev browser-deps sandbox-deps
 	@mkdir -p artifacts; rm -f $(TIMES)

@@ -15,12 +15,13 @@ ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "artifacts"
 
 # The modules that take longest (a stack or a launcher of their own, long streams, every page in
 # both schemes), measured with --durations. They are handed out first, so that on two xdist
-# workers neither is left running one of them alone at the end. tests/stack.py's free_port never
+# workers none is left running one of them alone at the end. tests/stack.py's free_port never
 # hands out the session's Redis port, which such a module could otherwise take before the
 # session's stack starts.
 LONGEST_FIRST = ("test_look_browser.py", "test_run_command.py", "test_recall_fidelity_smoke.py",
                  "test_supervision.py", "test_soak_smoke.py", "test_faults_stale.py", "test_chat_browser.py",
-                 "test_agent_workers.py", "test_agent_robustness.py", "test_mcp_stack.py")
+                 "test_console_clean_browser.py", "test_agent_workers.py", "test_agent_robustness.py",
+                 "test_notices_browser.py", "test_mcp_stack.py")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -54,9 +54,6 @@ class Tab:
     def open(self, path: str) -> None:
         self.page.goto(self.base + path)
 
-    def focused(self) -> str:
-        return self.page.evaluate(FOCUS)
-
     def replies(self) -> int:
         return self.page.locator("#transcript > [data-role=assistant]").count()
 
@@ -98,19 +95,19 @@ def test_every_action_gives_the_focus_to_the_composer_and_an_edit_keeps_the_bott
         page.keyboard.press("Enter")
         page.locator("#transcript > [data-role=turn-stopped]").wait_for(timeout=15_000)
         page.locator("#regenerate-button").wait_for(timeout=15_000)
-        assert tab.focused() == "composer-text"
+        page.wait_for_function(f"() => {FOCUS} === 'composer-text'", timeout=5_000)
 
         # Regenerate, by keyboard.
         before = tab.replies()
         page.focus("#regenerate-button")
         page.keyboard.press("Enter")
-        assert tab.focused() == "composer-text"
+        page.wait_for_function(f"() => {FOCUS} === 'composer-text'", timeout=5_000)
         page.wait_for_function("() => document.querySelectorAll('#transcript > [data-role=replaced]').length === 1",
                                timeout=15_000)
         tab.wait_replies(before)  # the stopped reply is archived, the new one takes its place
         idle(conversation)
         page.locator("#regenerate-button").wait_for(timeout=15_000)
-        assert tab.focused() == "composer-text"
+        page.wait_for_function(f"() => {FOCUS} === 'composer-text'", timeout=5_000)
         page.wait_for_function(AT_BOTTOM)
 
         # Edit → Cancel, by its button and by Esc: the box closes, the composer has the focus.
@@ -119,12 +116,12 @@ def test_every_action_gives_the_focus_to_the_composer_and_an_edit_keeps_the_bott
         page.focus("#edit-cancel")
         page.keyboard.press("Enter")
         assert page.evaluate("document.querySelector('#edit-last').open") is False
-        assert tab.focused() == "composer-text"
+        page.wait_for_function(f"() => {FOCUS} === 'composer-text'", timeout=5_000)
         page.click("#edit-last summary")
         page.wait_for_function(f"() => {FOCUS} === 'edit-text'")
         page.keyboard.press("Escape")
         assert page.evaluate("document.querySelector('#edit-last').open") is False
-        assert tab.focused() == "composer-text"
+        page.wait_for_function(f"() => {FOCUS} === 'composer-text'", timeout=5_000)
 
         # Edit → Resend: Enter resends, Shift+Enter is a newline, and the placeholder says so.
         page.click("#edit-last summary")
@@ -147,7 +144,7 @@ def test_every_action_gives_the_focus_to_the_composer_and_an_edit_keeps_the_bott
         assert page.evaluate("document.querySelector('#transcript').scrollTop") > 0
         page.wait_for_function(AT_BOTTOM, timeout=5_000)
         assert page.evaluate(LAST_REPLY_IN_VIEW)
-        assert tab.focused() == "composer-text"
+        page.wait_for_function(f"() => {FOCUS} === 'composer-text'", timeout=5_000)
         assert page.locator("#transcript > [data-role=user] .text").last.inner_text() == "the edited\nquestion"
 
         # Retry a failed turn, by keyboard.
@@ -159,11 +156,11 @@ def test_every_action_gives_the_focus_to_the_composer_and_an_edit_keeps_the_bott
         before = tab.replies()
         retry.focus()
         page.keyboard.press("Enter")
-        assert tab.focused() == "composer-text"
+        page.wait_for_function(f"() => {FOCUS} === 'composer-text'", timeout=5_000)
         tab.wait_replies(before + 1)
         idle(conversation)
         page.locator("#regenerate-button").wait_for(timeout=15_000)
-        assert tab.focused() == "composer-text"
+        page.wait_for_function(f"() => {FOCUS} === 'composer-text'", timeout=5_000)
         page.wait_for_function(AT_BOTTOM, timeout=5_000)
         assert tab.errors == [], "\n".join(tab.errors)
         tab.context.close()

@@ -63,6 +63,11 @@ class Page:
     def active(self, script: str = "el => el.id"):
         return self.page.evaluate(f"({script})(document.activeElement)")
 
+    def wait_active(self, element_id: str) -> None:
+        """The focus on ``element_id`` (scripts move it a task after the event), within 5 s."""
+        self.page.wait_for_function(f"() => document.activeElement && document.activeElement.id === '{element_id}'",
+                                    timeout=5_000)
+
     def close(self) -> None:
         self.context.close()
 
@@ -89,7 +94,8 @@ def test_notices_keep_one_of_a_kind_dismiss_and_expire_when_their_event_happened
     page.locator(PREVIEWS).locator(".dismiss").focus()
     page.keyboard.press("Enter")
     assert p.count(PREVIEWS) == 0
-    assert p.active() == "composer-text"
+    # The focus moves once the click has been handled (a task later): waited for, not sampled.
+    p.wait_active("composer-text")
 
     # A script's insertion is de-duplicated too; a timed notice goes by itself.
     page.evaluate("""() => {
@@ -142,7 +148,7 @@ def test_the_model_switch_asks_in_a_modal_dialog(live, alice, chromium):
     ask()
     assert page.evaluate(f"document.querySelector('{dialog}').matches(':modal')")
     assert p.count("#notices #model-switch-confirm") == 0  # moved out of the notices
-    assert p.active() == "model-switch-cancel"  # the safest control
+    p.wait_active("model-switch-cancel")  # the safest control
     for key in ["Tab", "Tab", "Tab", "Shift+Tab", "Shift+Tab", "Shift+Tab", "Shift+Tab"]:
         page.keyboard.press(key)
         assert p.active(f"el => !!el.closest('{dialog}')"), key
@@ -160,7 +166,7 @@ def test_the_model_switch_asks_in_a_modal_dialog(live, alice, chromium):
     assert turn.status == "running"
     page.keyboard.press("Escape")
     page.wait_for_function(f"() => !document.querySelector('{dialog}').open")
-    assert p.active() == "model-switch-button"
+    p.wait_active("model-switch-button")
     assert wait_turn(turn).status == "done"
     assert page.locator("#transcript [data-role=stopped]").count() == 0
 
@@ -170,7 +176,7 @@ def test_the_model_switch_asks_in_a_modal_dialog(live, alice, chromium):
     page.screenshot(path=str(ARTIFACTS / "notices-model-switch-dialog-1440x900.png"))
     page.click("#model-switch-cancel")
     page.wait_for_function(f"() => !document.querySelector('{dialog}').open")
-    assert p.active() == "model-switch-button"
+    p.wait_active("model-switch-button")
     conversation.refresh_from_db()
     assert conversation.model == "sim-claude-64k"
     ask()
