@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from sessions.models import Conversation
+from sessions.models import Conversation, Turn
 from sessions.services.context import message_append, session_active
 from tests.browser import browser
 from tests.integration.helpers import make_conversation, sim_control
@@ -105,7 +105,13 @@ def test_a_walk_through_chat_compaction_preview_and_model_switch_keeps_the_conso
         console.at("markdown reply")
         send("please answer in markdown")
         reply = page.locator("#transcript > [data-role=assistant] .markdown").last
-        reply.locator("table").wait_for(timeout=30_000)
+        try:
+            reply.locator("table").wait_for(timeout=60_000)
+        except Exception:  # say what the page and the database held (seen once under a 3-worker run)
+            turns = list(Turn.objects.filter(conversation=main).values_list("id", "status", "text", "error"))
+            tail = page.evaluate("[...document.querySelectorAll('#transcript > *')].slice(-4)"
+                                 ".map(e => e.outerHTML.slice(0, 600)).join('\\n')")
+            raise AssertionError(f"no markdown table; turns {turns}; transcript ends with:\n{tail}") from None
         assert reply.locator("pre code").count() >= 1 and reply.locator("ol > li").count() == 3
 
         console.at("queue, cancel and stop")
