@@ -52,8 +52,8 @@ _KEY_WORDS = ("pass", "pwd", "secret", "token", "key", "credential")
 
 
 def _may_hold_key_shape(text: str) -> bool:
-    return ("sk-" in text or "gh" in text and ("ghp_" in text or "gho_" in text or "ghu_" in text
-                                                or "ghs_" in text or "ghr_" in text or "github_pat_" in text)
+    return ("sk-" in text or "github_pat_" in text
+            or "gh" in text and ("ghp_" in text or "gho_" in text or "ghu_" in text or "ghs_" in text or "ghr_" in text)
             or "xox" in text or "AKIA" in text or "ASIA" in text or "AIza" in text or "eyJ" in text)
 
 
