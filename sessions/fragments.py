@@ -23,19 +23,13 @@ SEND_QUEUE_DOWN = "send-queue-down"
 TURN_ACTION = "turn-action"
 NEW_CONVERSATION = "new-conversation"
 
-_KIND_BY_PREFIX = (("Preview:", PREVIEW), ("Compression queued", COMPRESSION_QUEUED),
-                   ("Cancelled before it started", QUEUE_CANCEL))
-
 # What a compression event's row in the event feed shows once it ended, whichever way.
 _ENDED = ":is([data-status=compressed],[data-status=aborted],[data-status=noop],[data-status=failed],[data-status=skipped])"
 
 
 def notice_kind(text: str, level: str = "info") -> str:
-    """The kind a notice is known by when its caller named none: a known opening, else one derived
-    from the text (the same announcement twice is one notice, two different ones are two)."""
-    for prefix, kind in _KIND_BY_PREFIX:
-        if text.startswith(prefix):
-            return kind
+    """The kind a notice is known by when its caller named none, derived from its text: the same
+    announcement twice is one notice, two different ones are two."""
     return f"{level}-{zlib.crc32(text.encode()):08x}"
 
 
@@ -108,17 +102,7 @@ def render_queue(conversation_id) -> str:
     """The whole queue below the transcript, read from the database: a push that arrives late or
     twice leaves it right, and none targets an entry the page may not have."""
     queue = Turn.objects.filter(conversation_id=conversation_id, status="queued").select_related("user_message")
-    return render_to_string("sessions/_queued_oob.html", {"queue": queue.order_by("id")})
-
-
-def render_queued(turn) -> str:
-    """A turn waiting to start: the queue with it."""
-    return render_queue(turn.conversation_id)
-
-
-def render_queued_removed(turn) -> str:
-    """A turn that started or was cancelled: the queue without it."""
-    return render_queue(turn.conversation_id)
+    return render_to_string("sessions/_queue.html", {"queue": queue.order_by("id"), "oob": True})
 
 
 def render_mcp_switch(conversation, *, oob: bool = True) -> str:

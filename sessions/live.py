@@ -52,13 +52,13 @@ def turn_changed(turn) -> None:
 
 
 def turn_queued(turn) -> None:
-    broadcast(turn.conversation_id, "turn_status", fragments.render_queued(turn))
+    broadcast(turn.conversation_id, "turn_status", fragments.render_queue(turn.conversation_id))
     turn_changed(turn)
 
 
 def turn_started(turn, message=None) -> None:
     """The turn left the queue; `message`, its text, entered the history."""
-    html = fragments.render_queued_removed(turn)
+    html = fragments.render_queue(turn.conversation_id)
     if message is not None:
         html += fragments.render_message(message)
     broadcast(turn.conversation_id, "message", html)
@@ -66,7 +66,7 @@ def turn_started(turn, message=None) -> None:
 
 
 def turn_cancelled(turn) -> None:
-    broadcast(turn.conversation_id, "turn_status", fragments.render_queued_removed(turn))
+    broadcast(turn.conversation_id, "turn_status", fragments.render_queue(turn.conversation_id))
     turn_changed(turn)
 
 

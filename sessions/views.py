@@ -174,7 +174,7 @@ def _submitted(request, conversation: Conversation, submission):
     if not request.htmx:
         return _reply(request, conversation, submission.notice, level="warning")
     return HttpResponse(fragments.render_to_notice(submission.notice, level="warning", kind=fragments.SEND_QUEUE_DOWN)
-                        + fragments.render_queued(submission.turn))
+                        + fragments.render_queue(conversation.id))
 
 
 @require_POST
