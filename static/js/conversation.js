@@ -15,7 +15,7 @@
 //   gets the focus back in its new copy (or the composer takes it).
 // - Notices can be dismissed; code blocks get a copy button above them (never over the code);
 //   running compressions show their elapsed time; a cancelled queued message returns to an
-//   empty composer. Socket deletes of elements this page does not have are dropped (hermes-live).
+//   empty composer.
 // - What the reader opened (a summary, a tool result) stays open when the server re-renders the
 //   part of the page it is in (every socket (re)connect re-sends the transcript).
 // - The composer has the focus when the page opens (its autofocus attribute). A finished
@@ -299,28 +299,6 @@
   document.body.addEventListener("htmx:wsAfterMessage", function () {
     follow();
     restoreFocus();
-  });
-
-  // ---- deletes of what this page does not show -------------------------------------------------
-
-  // A push may delete what this page never showed or already replaced (a queued message that
-  // started at once, the placeholder of a stream the re-sent transcript no longer has, an older
-  // copy of a turn's outcome). That is a no-op, but htmx logs it as an error: leave such deletes
-  // out (the conversation's hx-ext names this extension next to ws).
-  htmx.defineExtension("hermes-live", {
-    transformResponse: function (text) {
-      if (text.indexOf("hx-swap-oob=\"delete\"") < 0) { return text; }
-      var template = document.createElement("template");
-      template.innerHTML = text;
-      var idle = Array.prototype.filter.call(template.content.children, function (el) {
-        if (el.getAttribute("hx-swap-oob") !== "delete" || !el.id) { return false; }
-        var twins = template.content.querySelectorAll("[id='" + el.id.replace(/'/g, "") + "']").length;
-        return !document.getElementById(el.id) && twins === 1;
-      });
-      if (!idle.length) { return text; }
-      idle.forEach(function (el) { el.remove(); });
-      return template.innerHTML;
-    }
   });
 
   // ---- keep what the reader opened ----------------------------------------------------------
