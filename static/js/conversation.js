@@ -13,7 +13,7 @@
 // - After Stop, Regenerate, Retry, Edit → Resend or Cancel the focus goes to the composer, never
 //   to <body> when the button it was on leaves the page; a focused element the socket replaces
 //   gets the focus back in its new copy (or the composer takes it).
-// - Notices can be dismissed; code blocks get a copy button above them (never over the code);
+// - Code blocks get a copy button above them (never over the code);
 //   running compressions show their elapsed time; a cancelled queued message returns to an
 //   empty composer.
 // - What the reader opened (a summary, a tool result) stays open when the server re-renders the
@@ -227,13 +227,6 @@
           showNotice(body);
         });
       });
-  });
-
-  // ---- notices ------------------------------------------------------------------------------
-
-  document.addEventListener("click", function (e) {
-    var button = e.target.closest ? e.target.closest(".notice .dismiss") : null;
-    if (button) { button.closest(".notice").remove(); }
   });
 
   // ---- follow the transcript only from its bottom ----------------------------------------

@@ -6,8 +6,8 @@
 // - A notice goes by itself once what it announced happened: `data-expires-on`, a CSS selector,
 //   as soon as something on the page matches it (the event feed showing that its compression
 //   ended, say); `data-expires-after`, after that many seconds, though not while the pointer or
-//   the focus is on it. Every notice keeps its dismiss button (conversation.js handles the click;
-//   this script only puts the focus somewhere sensible afterwards).
+//   the focus is on it. Every notice keeps its dismiss button; a dismissed notice that held the
+//   focus hands it to a neighbour's dismiss button or the composer.
 // - A question (`data-confirm`: the model switch's) is moved into #confirm-dialog and opened with
 //   showModal(): the rest of the page is inert and Tab cycles inside it. The focus starts on its
 //   safest control (`data-confirm-cancel`) and goes back to the control that asked when it
@@ -61,16 +61,12 @@
     if (then) { then.focus(); }
   }
 
-  // conversation.js removes a dismissed notice; read where the focus should go before it does.
+  // Dismissed (any notice on the page, the attachment errors beside the composer too): gone, and
+  // the focus, if it was on it, goes to a neighbour or the composer at once.
   document.addEventListener("click", function (e) {
     var button = e.target.closest ? e.target.closest(".notice .dismiss") : null;
-    if (!button) { return; }
-    var then = focusAfter(button.closest(".notice"));
-    setTimeout(function () {
-      var active = document.activeElement;
-      if (then && then.isConnected && (!active || active === document.body)) { then.focus(); }
-    }, 0);
-  }, true);
+    if (button) { removeNotice(button.closest(".notice")); }
+  });
 
   // ---- expiry -------------------------------------------------------------------------------
 
