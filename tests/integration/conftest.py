@@ -14,10 +14,8 @@ ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "artifacts"
 
 
 # The modules that take longest (a stack or a launcher of their own, long streams, every page in
-# both schemes), measured with --durations. They are handed out first, so that on two xdist
-# workers none is left running one of them alone at the end. tests/stack.py's free_port never
-# hands out the session's Redis port, which such a module could otherwise take before the
-# session's stack starts.
+# both schemes), measured with --durations. They are handed out first, so that none is left running
+# alone on one xdist worker at the end while the others idle.
 LONGEST_FIRST = ("test_look_browser.py", "test_run_command.py", "test_recall_fidelity_smoke.py",
                  "test_supervision.py", "test_soak_smoke.py", "test_faults_stale.py", "test_chat_browser.py",
                  "test_console_clean_browser.py", "test_agent_workers.py", "test_agent_robustness.py",
