@@ -147,6 +147,7 @@ class ContextEngineSettings(SingletonSettings):
     group = "context"
 
     engine = models.CharField(max_length=64, default="compressor", help_text=_help("context", "engine"))
+    recall_tools = models.BooleanField(default=True, help_text=_help("context", "recall_tools"))
 
     class Meta:
         verbose_name = verbose_name_plural = "context engine"

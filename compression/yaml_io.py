@@ -1,7 +1,7 @@
 """Import and export the settings as a Hermes-style ``config.yaml`` (SPEC §9).
 
 Layout (Hermes Agent's config.yaml): ``compression.*``, ``auxiliary.compression.*``, ``prompt_caching.*``
-(``cache_ttl``, ``strategy``), ``context.engine``, ``model.*`` and ``agent.*``.
+(``cache_ttl``, ``strategy``), ``context.*`` (``engine``, ``recall_tools``), ``model.*`` and ``agent.*``.
 
 Guarantees:
 - An import is all or nothing: a YAML syntax error or any invalid value changes nothing, and the

@@ -30,6 +30,10 @@ Guarantees:
   today's date for the summary prompt is passed to ``compress(today=…)`` by the host.
 - Token counts come from a per-message cache honouring stored ``_tokens``: history is tokenised at
   most once per message object, and ``estimate_history_tokens`` is O(new messages) per turn.
+- Recall tools (``recall_tools``): given the host's ``recall`` and ``recall_tools=True`` (the
+  ``context.recall_tools`` setting), it offers ``context_search`` / ``context_expand`` over
+  everything compacted, and each summary's prefix says so (``RECALL_TOOLS_NOTE``) unless the note
+  alone would make the result bigger than its input. Otherwise it offers no tool and writes no note.
 """
 
 from __future__ import annotations
@@ -69,9 +73,18 @@ from .compressor_state import (
     TriggerState,
 )
 from .fallback import build_fallback_summary
-from .markers import is_summary_message, summary_body_of, wrap_summary
+from .markers import (
+    RECALL_TOOLS_NOTE,
+    SUMMARY_KEY,
+    is_summary_message,
+    replace_summary_text,
+    summary_body_of,
+    wrap_summary,
+)
 from .media import strip_historical_images
 from .pruning import prune_old_tool_results
+from .recall_tools import TOOL_NAMES as RECALL_TOOL_NAMES
+from .recall_tools import Recall, answer_tool_call, tool_schemas
 from .summary import summary_budget
 from .thresholds import (
     DEFAULT_TARGET_RATIO,
@@ -132,16 +145,22 @@ class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
         token_counter: Callable[[Mapping[str, Any]], int] | None = None,
         summariser_context_length: int | None = None,
         fallback_summariser: Summariser | None = None,
+        recall: Recall | None = None,
+        recall_tools: bool = True,
     ) -> None:
         """``summariser_context_length``: the auxiliary model's window (for ``auxiliary.provider =
         auto`` the main model's). It sizes the chunks the middle is read in and caps the threshold
         (SPEC §7.1). None (unknown): chunks are sized for the 64,000-token minimum an auxiliary
         model must have, which never overflows but may take more calls, and the threshold is kept.
-        ``fallback_summariser``: tried once when ``summariser`` fails (the main model)."""
+        ``fallback_summariser``: tried once when ``summariser`` fails (the main model).
+        ``recall``: the host's search over this conversation (``compression.core.recall_tools``);
+        ``recall_tools``: whether to offer the recall tools when there is one (``context.recall_tools``)."""
         if on_summary_failure not in ON_FAILURE_CHOICES:
             raise ValueError(f"on_summary_failure must be one of {ON_FAILURE_CHOICES} (got {on_summary_failure!r})")
         self.summariser = summariser
         self.fallback_summariser = fallback_summariser
+        self.recall = recall
+        self.recall_tools = bool(recall_tools)
         self.configured_summariser_context_length = _positive_int(summariser_context_length)
         self.on_summary_failure = on_summary_failure
         self.protect_first_n = max(0, int(protect_first_n))
@@ -355,11 +374,12 @@ class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
             fallback = True
 
         progress(PHASE_ASSEMBLING)
-        out = strip_historical_images(assemble(plan.pruned, start, end, body, fallback=fallback))
-        for i, msg in enumerate(out):
-            if TOKENS_KEY not in msg:
-                out[i] = {**msg, TOKENS_KEY: self._tokens(msg)}
+        out = self._counted(strip_historical_images(assemble(plan.pruned, start, end, body, fallback=fallback)))
+        summary_text = wrap_summary(body)
         tokens_after = self.count_messages_tokens(out)
+        noted = self._with_recall_note(out, summary_text, body, tokens_before)
+        if noted is not None:
+            out, summary_text, tokens_after = noted
         if tokens_after > tokens_before:
             if not force:
                 self._strike(INEFFECTIVE_NO_REDUCTION)
@@ -390,7 +410,7 @@ class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
         return CompressionResult(
             messages=out,
             status="compressed",
-            summary=wrap_summary(body),
+            summary=summary_text,
             pruned_count=plan.pruned_count,
             summarized_count=len(turns),
             tokens_before=tokens_before,
@@ -405,6 +425,51 @@ class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
             summariser_calls=run.calls,
             summariser_fallback_reason=run.primary_failure,
         )
+
+    def _counted(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` with a stored token count on each (the list is fresh: it is changed in place)."""
+        for i, msg in enumerate(messages):
+            if TOKENS_KEY not in msg:
+                messages[i] = {**msg, TOKENS_KEY: self._tokens(msg)}
+        return messages
+
+    # Recall tools -----------------------------------------------------------------------------
+
+    @property
+    def offers_recall_tools(self) -> bool:
+        """True when ``context_search`` / ``context_expand`` are offered: a recall and the setting on."""
+        return self.recall_tools and self.recall is not None
+
+    def recall_note(self) -> str:
+        """The sentence the summary's prefix carries about the recall tools ("" when none are offered)."""
+        return RECALL_TOOLS_NOTE if self.offers_recall_tools else ""
+
+    def _with_recall_note(
+        self, out: list[dict[str, Any]], summary_text: str, body: str, tokens_before: int
+    ) -> tuple[list[dict[str, Any]], str, int] | None:
+        """(messages, summary text, tokens) with the recall note in the summary's prefix; None when
+        no note is due, the summary cannot be found, or the note would make the result bigger than
+        the input."""
+        note = self.recall_note()
+        at = next((i for i, m in enumerate(out) if m.get(SUMMARY_KEY)), None) if note else None
+        if at is None:
+            return None
+        noted_text = wrap_summary(body, note)
+        replaced = replace_summary_text(out[at], summary_text, noted_text)
+        if replaced is None:
+            log.warning("the summary message has an unexpected shape; it is left without the recall note")
+            return None
+        noted = self._counted([*out[:at], replaced, *out[at + 1:]])
+        tokens = self.count_messages_tokens(noted)
+        return (noted, noted_text, tokens) if tokens <= tokens_before else None
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        return tool_schemas() if self.offers_recall_tools else []
+
+    def handle_tool_call(self, name: str, args: dict[str, Any], **ctx: Any) -> str:
+        if name in RECALL_TOOL_NAMES and self.offers_recall_tools:
+            return answer_tool_call(self.recall, name, args)
+        return super().handle_tool_call(name, args, **ctx)
 
     # Status and persistence -------------------------------------------------------------------
 

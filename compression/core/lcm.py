@@ -5,10 +5,10 @@ the built-in compressor and, in addition, keeps everything compacted within the 
   the compacted span, each with the reference of the message it came from. The index of the
   previous summary is carried forward, so nothing indexed once is forgotten while the budget
   (``anchor_index_tokens``; by default 4 % of the window, 500–4,000 tokens) holds it;
-- two tools, ``context_search(query, limit)`` (ranked snippets with references from everything
-  compacted in this conversation) and ``context_expand(ref, before, after)`` (the verbatim
-  originals around a reference, bounded), answered through the host's injected ``recall``;
-- the summary's prefix says both tools exist.
+- the recall tools (``recall_tools``), ``context_search(query, limit)`` and
+  ``context_expand(ref, before, after)``, answered through the host's injected ``recall``. They
+  define this engine, so it offers them whatever ``context.recall_tools`` says;
+- the summary's prefix says both tools exist and what the index is (``RECALL_NOTE``).
 
 Guarantees: the compressor's (input never mutated, exactly one summary, never more tokens than the
 input: the index shrinks, and disappears if it must, to keep that). The summariser only ever sees
@@ -22,80 +22,43 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from . import recall_tools
 from .anchors import Anchor, extract_anchors, fit_anchors, merge_anchors, parse_index, render_index, split_index
 from .base import CompressionResult
 from .compressor import ContextCompressor
-from .markers import END_MARKER, SUMMARY_KEY, SUMMARY_PREFIX, is_summary_message, summary_body_of, wrap_summary
+from .markers import (
+    END_MARKER,
+    LCM_RECALL_NOTE,
+    SUMMARY_KEY,
+    SUMMARY_PREFIX,
+    is_summary_message,
+    replace_summary_text,
+    strip_recall_note,
+    summary_body_of,
+)
+from .recall_tools import EXPAND_DEFAULT, EXPAND_MAX, EXPAND_TOOL, SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT, SEARCH_TOOL
 from .tokens import TOKENS_KEY
 
 log = logging.getLogger(__name__)
 
-SEARCH_TOOL = "context_search"
-EXPAND_TOOL = "context_expand"
-SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT = 5, 20
-EXPAND_DEFAULT, EXPAND_MAX = 2, 10
+__all__ = [
+    "EXPAND_DEFAULT", "EXPAND_MAX", "EXPAND_TOOL", "RECALL_NOTE", "SEARCH_DEFAULT_LIMIT", "SEARCH_MAX_LIMIT",
+    "SEARCH_TOOL", "TOOL_SCHEMAS", "LcmEngine", "Recall", "lcm_summary_text", "split_lcm_body",
+]
+
 INDEX_WINDOW_SHARE = 0.04
 INDEX_MIN_TOKENS, INDEX_MAX_TOKENS = 500, 4_000
-
-RECALL_NOTE = (
-    "Nothing compacted is lost: context_search(query, limit) searches every compacted message of this "
-    "conversation and returns ranked snippets with message references such as m123, and "
-    "context_expand(ref, before, after) returns the original messages around a reference, verbatim. "
-    "The anchor index at the end lists exact strings from the compacted turns with their references. "
-    "Before answering about an earlier detail that is not in view, search for it."
-)
-
-TOOL_SCHEMAS = [
-    {
-        "name": SEARCH_TOOL,
-        "description": (
-            "Search the compacted (summarised) part of this conversation by words. Returns up to `limit` "
-            "ranked snippets, each with the reference of the message it comes from (e.g. m123). Use it "
-            "when a detail from earlier (a value, path, error, decision) is not in the visible context."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "Words to look for; any of them may match."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_MAX_LIMIT,
-                          "description": f"How many snippets at most (default {SEARCH_DEFAULT_LIMIT})."},
-            },
-            "required": ["query"],
-        },
-    },
-    {
-        "name": EXPAND_TOOL,
-        "description": (
-            "Read the original messages around a reference from context_search or the anchor index, "
-            "verbatim (long messages are cut, and the result says how much was left out)."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "ref": {"type": "string", "description": "A message reference such as m123."},
-                "before": {"type": "integer", "minimum": 0, "maximum": EXPAND_MAX,
-                           "description": f"Messages before it (default {EXPAND_DEFAULT})."},
-                "after": {"type": "integer", "minimum": 0, "maximum": EXPAND_MAX,
-                          "description": f"Messages after it (default {EXPAND_DEFAULT})."},
-            },
-            "required": ["ref"],
-        },
-    },
-]
+RECALL_NOTE = LCM_RECALL_NOTE
+TOOL_SCHEMAS = recall_tools.TOOL_SCHEMAS
 
 _COMPRESSOR_PARAMS = frozenset(inspect.signature(ContextCompressor.__init__).parameters) - {"self"}
 
 
-class Recall(Protocol):
-    def search(self, query: str, limit: int) -> list[dict[str, Any]]: ...
-
-    def expand(self, ref: str, before: int, after: int) -> dict[str, Any]: ...
-
+class Recall(recall_tools.Recall, Protocol):
     def context_refs(self) -> Sequence[tuple[str, str | None]]: ...
 
 
@@ -108,31 +71,14 @@ def lcm_summary_text(prose: str, index: str) -> str:
 
 
 def split_lcm_body(body: str) -> tuple[str, str]:
-    """(prose, index section) of a summary body written by this engine (or any other)."""
-    text = body.strip()
-    if text.startswith(RECALL_NOTE):
-        text = text[len(RECALL_NOTE):].lstrip()
-    return split_index(text)
-
-
-def _int_arg(args: Mapping[str, Any], key: str, default: int, lo: int, hi: int) -> int:
-    value = args.get(key, default)
-    if value is None or value == "":
-        return default
-    if isinstance(value, bool):
-        raise ValueError(f"{key} must be an integer")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{key} must be an integer (got {str(value)[:40]!r})") from None
-    return max(lo, min(hi, number))
-
-
-def _error(message: str) -> str:
-    return json.dumps({"error": message})
+    """(prose, index section) of a summary body written by this engine (or any other), without a
+    recall note (any engine's) that leads it."""
+    return split_index(strip_recall_note(body.strip()))
 
 
 class LcmEngine(ContextCompressor):
+    recall: Recall | None  # the compressor's, with the references anchors need
+
     name = "lcm"
     description = ("The built-in compressor plus an anchor index in every summary and context_search / "
                    "context_expand tools over everything compacted.")
@@ -142,9 +88,14 @@ class LcmEngine(ContextCompressor):
         """``recall``: the host's search over this conversation (see the module docstring).
         ``anchor_index_tokens``: the index's budget. Other keywords are the compressor's; unknown
         ones are ignored, as the engine contract says."""
-        super().__init__(context_length, **{k: v for k, v in kwargs.items() if k in _COMPRESSOR_PARAMS})
-        self.recall = recall
+        super().__init__(context_length, recall=recall,
+                         **{k: v for k, v in kwargs.items() if k in _COMPRESSOR_PARAMS})
         self.configured_anchor_index_tokens = anchor_index_tokens
+
+    @property
+    def offers_recall_tools(self) -> bool:
+        """Always: the tools define this engine (without a recall they answer that they are unavailable)."""
+        return True
 
     @property
     def anchor_index_tokens(self) -> int:
@@ -207,7 +158,7 @@ class LcmEngine(ContextCompressor):
 
     def _annotate(self, result: CompressionResult, anchors: list[Anchor]) -> CompressionResult:
         prose = self.previous_summary or ""
-        old_text = wrap_summary(prose)
+        old_text = result.summary or ""
         at = next((i for i, m in enumerate(result.messages) if m.get(SUMMARY_KEY)), None)
         if at is None:
             return result
@@ -216,7 +167,7 @@ class LcmEngine(ContextCompressor):
             kept = fit_anchors(anchors, budget)
             index = render_index(kept)
             text = lcm_summary_text(prose, index)
-            replaced = _replace_summary(result.messages[at], old_text, text)
+            replaced = replace_summary_text(result.messages[at], old_text, text)
             if replaced is None:
                 log.warning("the summary message has an unexpected shape; it is left without an anchor index")
                 return result
@@ -231,46 +182,3 @@ class LcmEngine(ContextCompressor):
         body = text[len(SUMMARY_PREFIX):].split(END_MARKER, 1)[0].strip()
         self.previous_summary = body
         return dataclasses.replace(result, messages=out, summary=text, tokens_after=tokens_after)
-
-    # Tools ------------------------------------------------------------------------------------
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return [dict(schema) for schema in TOOL_SCHEMAS]
-
-    def handle_tool_call(self, name: str, args: dict[str, Any], **ctx: Any) -> str:
-        if name not in (SEARCH_TOOL, EXPAND_TOOL):
-            return super().handle_tool_call(name, args, **ctx)
-        if self.recall is None:
-            return _error(f"{name} is unavailable: this host gives the engine no access to the stored conversation")
-        try:
-            if name == SEARCH_TOOL:
-                query = str(args.get("query") or "").strip()
-                if not query:
-                    return _error("context_search needs a query: the words to look for")
-                limit = _int_arg(args, "limit", SEARCH_DEFAULT_LIMIT, 1, SEARCH_MAX_LIMIT)
-                results = list(self.recall.search(query, limit))
-                answer: dict[str, Any] = {"query": query, "results": results}
-                if not results:
-                    answer["note"] = "Nothing compacted matches these words; try other words, or fewer."
-                return json.dumps(answer, ensure_ascii=False, default=str)
-            ref = str(args.get("ref") or "").strip()
-            if not ref:
-                return _error("context_expand needs a ref such as m123 (from context_search or the anchor index)")
-            before = _int_arg(args, "before", EXPAND_DEFAULT, 0, EXPAND_MAX)
-            after = _int_arg(args, "after", EXPAND_DEFAULT, 0, EXPAND_MAX)
-            return json.dumps(self.recall.expand(ref, before, after), ensure_ascii=False, default=str)
-        except ValueError as exc:  # a bad argument or a reference that names nothing
-            return _error(f"{name}: {exc}")
-
-
-def _replace_summary(msg: Mapping[str, Any], old_text: str, new_text: str) -> dict[str, Any] | None:
-    """``msg`` with its summary text ``old_text`` (standalone, or leading a merged message) replaced."""
-    content = msg.get("content")
-    out = {k: v for k, v in msg.items() if k != TOKENS_KEY}
-    if isinstance(content, str) and content.startswith(old_text):
-        out["content"] = new_text + content[len(old_text):]
-        return out
-    if isinstance(content, list) and content and isinstance(content[0], Mapping) and content[0].get("text") == old_text:
-        out["content"] = [{**content[0], "text": new_text}, *content[1:]]
-        return out
-    return None

@@ -164,6 +164,11 @@ SPECS: dict[str, dict[str, FieldSpec]] = {
                             "everything compacted), or a plugin that loads here. The admin and config.yaml import "
                             "refuse any other name; one stored earlier falls back to the built-in compressor "
                             "with a warning.", _engine_name),
+        "recall_tools": FieldSpec("bool", "true or false",
+                                  "Offer the agent context_search / context_expand (search everything compacted "
+                                  "in its conversation, read the originals verbatim) with the built-in "
+                                  "compressor, and say so in each summary. Default on; a change applies from "
+                                  "the next turn. lcm always offers them: they are what it is for."),
     },
     "model": {
         "provider": FieldSpec("choice", None,

@@ -60,6 +60,7 @@ class CachingConfig:
 @dataclass(frozen=True)
 class ContextConfig:
     engine: str = BUILTIN_ENGINE
+    recall_tools: bool = True  # the built-in compressor offers context_search / context_expand
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from compression.core.engine import get_context_engine
 from compression.core.projection import (
     RATIO_DECAY,
     Projection,
@@ -23,7 +22,7 @@ from compression.core.projection import (
     ratio_of,
     tool_schema_tokens,
 )
-from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH, Threshold, threshold_rule
+from compression.core.thresholds import Threshold, threshold_rule
 from compression.core.tokens import MESSAGE_OVERHEAD_TOKENS, message_tokens
 from sessions import selectors
 from sessions.agent.tools.schemas import tool_schemas
@@ -84,7 +83,7 @@ def offered_tools(cfg, engine=None, conversation: Conversation | None = None, *,
     tool named like a workspace tool is left out (the API refuses duplicate names)."""
     workspace = tool_schemas(terminal_enabled=cfg.agent.terminal_enabled)
     if engine is None:
-        engine = get_context_engine(cfg.context.engine, context_length=MINIMUM_CONTEXT_LENGTH)
+        engine = runtime.engine_for_tools(cfg)
     taken = {t["name"] for t in workspace}
     return OfferedTools(workspace, [t for t in engine_tool_schemas(engine) if t["name"] not in taken],
                         tuple(servers_offered(conversation, servers=servers)))

@@ -8,7 +8,7 @@ from django.conf import settings
 
 from compression import settings_store
 from compression.core.engine import get_context_engine
-from compression.core.thresholds import ContextWindowTooSmall, check_context_length
+from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH, ContextWindowTooSmall, check_context_length
 from llm.models import UNKNOWN_MODEL_WINDOW, get_model
 from llm.routes import simulator_needed
 from sessions.models import Conversation, Session
@@ -41,6 +41,9 @@ def session_window(conversation: Conversation, session: Session, cfg) -> int:
 
 
 def engine_build(*, conversation: Conversation, session: Session, cfg, summariser=None, fallback_summariser=None):
+    """The session's context engine for one turn or job: built from ``cfg`` (the settings of the
+    moment, read per turn, so a saved change applies from the next one) and restored from the
+    session's stored state. ``ConfigurationProblem`` when the window is under the minimum."""
     window = session_window(conversation, session, cfg)
     try:
         check_context_length(window)
@@ -65,11 +68,34 @@ def engine_build(*, conversation: Conversation, session: Session, cfg, summarise
         # Feasibility (SPEC §7.1): the summariser reads the middle in chunks that fit its window,
         # and a threshold above that window (or the session's stored one) is lowered to it.
         summariser_context_length=auxiliary_window(conversation, session, cfg),
-        # The stored conversation, for engines with context tools (lcm); read only when used.
+        # The stored conversation, for the recall tools (lcm's always, the compressor's while
+        # context.recall_tools is on); read only when used.
         recall=recall_for(conversation_id=conversation.id, session_id=session.id),
+        recall_tools=cfg.context.recall_tools,
     )
     engine.load_state({**(session.engine_state or {}), **{name: getattr(session, name) for name in STATE_FIELDS}})
     return engine
+
+
+class _NoConversation:
+    """The recall of an engine built only to list its tools: there is no conversation to read."""
+
+    def search(self, query: str, limit: int) -> list[dict]:
+        raise ValueError("no conversation: this engine was built only to list its tools")
+
+    def expand(self, ref, before: int, after: int) -> dict:
+        raise ValueError("no conversation: this engine was built only to list its tools")
+
+    def context_refs(self) -> list[tuple[str, str | None]]:
+        return []
+
+
+def engine_for_tools(cfg):
+    """An engine of the configured kind that offers exactly the tools ``engine_build`` would give a
+    conversation's engine under ``cfg`` (the recall tools included or not, as ``context.recall_tools``
+    says), for counting tool schemas where there is no conversation. Never for compressing."""
+    return get_context_engine(cfg.context.engine, context_length=MINIMUM_CONTEXT_LENGTH, recall=_NoConversation(),
+                              recall_tools=cfg.context.recall_tools)
 
 
 def auxiliary_window(conversation: Conversation, session: Session, cfg) -> int | None:

@@ -19,7 +19,7 @@ HOST_KWARGS = dict(
     context_length=200_000, threshold=0.5, target_ratio=0.2, protect_first_n=3, protect_last_n=20,
     max_tokens=4_096, summariser=None, on_summary_failure="abort", model="claude-x", provider="anthropic",
     codex_autoraise=True, codex_autoraise_notice=True, summariser_context_length=64_000,
-    fallback_summariser=None,
+    fallback_summariser=None, recall=None, recall_tools=True,
 )
 
 

@@ -28,7 +28,7 @@ EVERYTHING_CHANGED = {
     "auxiliary": {"provider": "custom", "model": "summariser-small", "base_url": "https://llm.example.com/v1",
                   "timeout": 300, "api_key": SECRET},
     "caching": {"cache_ttl": "1h", "strategy": "none"},
-    "context": {"engine": "lcm"},
+    "context": {"engine": "lcm", "recall_tools": False},
     "model": {"provider": "anthropic", "model": "claude-sonnet-4-5", "context_length": 180_000, "max_tokens": 8192},
     "agent": {"max_iterations": 80, "terminal_enabled": True, "terminal_timeout": 120},
 }
@@ -58,7 +58,7 @@ def test_it_exports_the_hermes_layout():
     assert data["compression"]["threshold"] == 0.65
     assert data["auxiliary"]["compression"]["base_url"] == "https://llm.example.com/v1"
     assert data["prompt_caching"] == {"cache_ttl": "1h", "strategy": "none"}
-    assert data["context"] == {"engine": "lcm"}
+    assert data["context"] == {"engine": "lcm", "recall_tools": False}
     assert data["model"]["context_length"] == 180_000
     assert data["agent"]["terminal_enabled"] is True
 
