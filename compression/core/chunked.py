@@ -3,7 +3,8 @@
 Guarantees:
 - ``plan_summary`` renders every summarised turn once (``serialize_message``: redacted, each message
   over 6,000 chars cut to head and tail as SPEC §6 says) and measures it with the product's
-  tokenizer. When the rendered middle fits what the summariser can take (its window less the
+  tokenizer (a plain turn whose stored count is exact is measured from that count, to the same
+  figure, without tokenising its text again). When the rendered middle fits what the summariser can take (its window less the
   prompt, the previous summary and the summary's output cap, with 15 % headroom for tokenizer
   differences) it is one chunk; otherwise it is split on message boundaries, oldest first.
   No message is ever left out; a single message larger than a whole chunk is cut inside itself,
@@ -33,6 +34,7 @@ from .summary import (
     build_summary_prompt,
     clean_summary,
     serialize_message,
+    serialized_tokens,
     summary_max_tokens,
 )
 from .tokens import count_tokens
@@ -172,7 +174,9 @@ def plan_summary(
         if block is None:
             summaries += int(is_summary_only(msg))  # read as the previous summary, not as a turn
             continue
-        rendered.append((block, counter(block)))
+        # A plain turn's count follows from its stored one (exactly); others are tokenised.
+        known = serialized_tokens(msg, block) if counter is count_tokens else None
+        rendered.append((block, counter(block) if known is None else known))
     messages = len(rendered) + summaries
     total = _join(rendered).tokens
 

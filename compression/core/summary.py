@@ -30,7 +30,7 @@ from typing import Any
 from .markers import MERGED_KEY, is_summary_only, split_merged, strip_summary_wrapping
 from .redact import redact
 from .template import SUMMARY_TEMPLATE, TEMPLATE_HEADINGS  # noqa: F401  (re-exported: defined once there)
-from .tokens import call_function, content_text, count_images, is_image_part
+from .tokens import call_function, content_text, count_images, count_labelled, is_image_part, stored_tokens
 
 CONTENT_MAX = 6_000
 CONTENT_HEAD = 4_000
@@ -130,6 +130,8 @@ def strip_reasoning(text: str) -> str:
 
 
 def _render_content(content: Any, *, reasoning: bool = True) -> str:
+    if isinstance(content, str):  # the common case: no parts, so no attachments to mark
+        return content if reasoning else strip_reasoning(content).strip()
     if not reasoning and isinstance(content, list):
         content = [p for p in content if not (isinstance(p, Mapping) and p.get("type") in _THINKING_PARTS)]
     text = content_text(content)
@@ -194,6 +196,27 @@ def _render_message(msg: Mapping[str, Any], clean: Callable[[str], str] = str) -
     else:
         block = f"[{role.upper()}]: {text}"
     return block
+
+
+def serialized_tokens(msg: Mapping[str, Any], block: str) -> int | None:
+    """``count_tokens(block)`` for ``block = serialize_message(msg)`` of a plain turn (text content,
+    no tool calls, no result id or name) whose stored ``_tokens`` is its text's exact count (as the
+    web layer stores it; one outside what the text could count is not trusted), without
+    tokenising the text again (``count_labelled``); None for any other turn, or when the block is
+    not its label and its text unchanged (redacted, cut or stripped)."""
+    content = msg.get("content")
+    if (not isinstance(content, str) or msg.get("tool_calls") or msg.get("tool_call_id") or msg.get("name")
+            or msg.get(MERGED_KEY)):
+        return None
+    stored = stored_tokens(msg)
+    # A count no tokenisation of this text could give (a token is 1 to about 10 characters of such
+    # text) was not measured on it: the text is tokenised instead.
+    if stored is None or not len(content) // 10 <= stored <= len(content):
+        return None
+    label = f"[{str(msg.get('role') or 'unknown').upper()}]:"
+    if len(block) != len(label) + 1 + len(content) or not block.endswith(content) or not block.startswith(label):
+        return None
+    return count_labelled(label, content, stored)
 
 
 def serialize_message(msg: Mapping[str, Any]) -> str | None:

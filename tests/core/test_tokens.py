@@ -156,3 +156,51 @@ def test_it_keeps_the_rough_character_count_equal_to_the_counted_text():
     ]
     for msg in msgs:
         assert t.message_chars(msg) == len(t.message_text(msg))
+
+
+# count_labelled / serialized_tokens: a plain turn's rendered count from its stored one ------------
+
+LABELS = ("[USER]:", "[ASSISTANT]:", "[SYSTEM]:")
+PIECES = ["word", "Word", " ", "  ", "\n", "\r\n", "\t", "7", "42", "1234", ".", ":", "'s", "'ll", "é", "中文",
+          "😀", "-", "_", "$", "(", "[", "]", "\u00a0", "\u3000", " \n", "==", "https://x.io/a", "#!", "\u200b"]
+
+
+def test_a_labelled_count_is_the_tokenised_count_whenever_it_is_given():
+    import random
+
+    from compression.core.tokens import count_labelled
+
+    rng = random.Random(5)
+    given = 0
+    for _ in range(6_000):
+        text = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 14)))
+        label = rng.choice(LABELS)
+        n = count_labelled(label, text, count_tokens(text))
+        if n is not None:
+            given += 1
+            assert n == count_tokens(f"{label} {text}"), (label, text)
+    assert given > 5_000  # the shortcut applies to nearly every text, not only to easy ones
+
+
+def test_a_label_that_would_join_the_text_gives_no_labelled_count():
+    from compression.core.tokens import count_labelled
+
+    for label in ("[USER] ", "USER", "[TOOL RESULT x]:_", ""):
+        assert count_labelled(label, "hello world", count_tokens("hello world")) is None
+
+
+def test_a_plain_turn_is_measured_from_its_stored_count_and_a_count_that_cannot_be_its_own_is_not_trusted():
+    from compression.core.summary import serialize_message, serialized_tokens
+    from compression.core.tokens import with_token_count
+
+    plain = with_token_count({"role": "user", "content": "Deploy r412 to eu-west-1 after the canary passes."})
+    block = serialize_message(plain)
+    assert serialized_tokens(plain, block) == count_tokens(block)
+    assert serialized_tokens({**plain, "_tokens": 5_000}, block) is None  # a synthetic size, not this text's
+    secret = with_token_count({"role": "user", "content": "the key is sk-ant-api03-" + "x" * 40})
+    assert serialized_tokens(secret, serialize_message(secret)) is None  # redacted: the text changed
+    called = with_token_count({"role": "assistant", "content": "reading",
+                               "tool_calls": [{"id": "c1", "type": "function",
+                                               "function": {"name": "read_file", "arguments": "{}"}}]})
+    assert serialized_tokens(called, serialize_message(called)) is None
+    assert serialized_tokens({"role": "user", "content": "no stored count"}, "[USER]: no stored count") is None
