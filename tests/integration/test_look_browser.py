@@ -28,6 +28,10 @@ from tests.staff import builders
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.one_database]
 
 WIDTHS = {360: 740, 390: 844, 1440: 900}  # width: height
+# The stylesheets have no breakpoint between 360 and 390 px (theirs are at 640 and 900), so colours,
+# focus rings and axe's findings at 360 are those at 390: they are checked at one width of each layout,
+# and every width is checked for horizontal scroll.
+STYLED_WIDTHS = (390, 1440)
 SCHEMES = ["light", "dark"]
 LONG_WORD = "Supercalifragilistic" * 12
 WIDE_TABLE = ("| " + " | ".join(f"column {i}" for i in range(12)) + " |\n|" + "---|" * 12 + "\n| "
@@ -244,7 +248,8 @@ def test_every_page_fits_phones_and_meets_contrast_and_axe_in_the_scheme(live, a
                     assert page.page.evaluate("document.activeElement.id") == "composer-text", where
                 if not page.page.evaluate(NO_HORIZONTAL_SCROLL):
                     problems.append(f"{where} horizontal scroll {page.page.evaluate('document.documentElement.scrollWidth')}")
-                problems += [f"{where} {p}" for p in look_checks(page) + focus_rings(page) + axe_serious(page)]
+                if width in STYLED_WIDTHS:
+                    problems += [f"{where} {p}" for p in look_checks(page) + focus_rings(page) + axe_serious(page)]
                 if width == 390:
                     ARTIFACTS.mkdir(exist_ok=True)
                     page.page.screenshot(path=str(ARTIFACTS / f"look-{label}-{width}-{scheme}.png"), full_page=True)
