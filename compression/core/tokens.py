@@ -127,7 +127,7 @@ def _pretokenizer() -> Any:
     (Python's ``$`` also matches before a final newline; the encoder's does not)."""
     global _pretokens
     if _pretokens is None:
-        import regex  # tiktoken's own dependency
+        import regex  # type: ignore[import-untyped]  # tiktoken's own dependency
 
         _pretokens = regex.compile(_CL100K_PAT_STR.replace("$", r"\Z"))
     return _pretokens

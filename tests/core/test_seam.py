@@ -14,12 +14,13 @@ from compression.core.engine import (
 
 from .conftest import assistant, system, user
 
-# Every keyword the host's engine_build passes (sessions/services/runtime.py), new ones included.
+# Every keyword the host's engine_build passes (sessions/services/runtime.py), new ones included, but
+# recall and recall_tools, which the tests that use them pass themselves.
 HOST_KWARGS = dict(
     context_length=200_000, threshold=0.5, target_ratio=0.2, protect_first_n=3, protect_last_n=20,
     max_tokens=4_096, summariser=None, on_summary_failure="abort", model="claude-x", provider="anthropic",
     codex_autoraise=True, codex_autoraise_notice=True, summariser_context_length=64_000,
-    fallback_summariser=None, recall=None, recall_tools=True,
+    fallback_summariser=None,
 )
 
 
