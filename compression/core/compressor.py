@@ -32,8 +32,8 @@ Guarantees:
   most once per message object, and ``estimate_history_tokens`` is O(new messages) per turn.
 - Recall tools (``recall_tools``): given the host's ``recall`` and ``recall_tools=True`` (the
   ``context.recall_tools`` setting), it offers ``context_search`` / ``context_expand`` over
-  everything compacted, and each summary's prefix says so (``RECALL_TOOLS_NOTE``) unless the note
-  alone would make the result bigger than its input. Otherwise it offers no tool and writes no note.
+  everything compacted, and each summary's prefix says so unless the note alone would make the
+  result bigger than its input (``compressor_recall.py``). Otherwise: no tool, no note.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from .base import (
 from .boundaries import Boundaries, find_boundaries
 from .chunked import SummaryRun
 from .compressor_reading import SummaryReading
+from .compressor_recall import RecallOffering
 from .compressor_state import (
     ANTI_THRASH_LIMIT,
     INEFFECTIVE_LOW_SAVINGS,
@@ -73,18 +74,10 @@ from .compressor_state import (
     TriggerState,
 )
 from .fallback import build_fallback_summary
-from .markers import (
-    RECALL_TOOLS_NOTE,
-    SUMMARY_KEY,
-    is_summary_message,
-    replace_summary_text,
-    summary_body_of,
-    wrap_summary,
-)
+from .markers import is_summary_message, summary_body_of, wrap_summary
 from .media import strip_historical_images
 from .pruning import prune_old_tool_results
-from .recall_tools import TOOL_NAMES as RECALL_TOOL_NAMES
-from .recall_tools import Recall, answer_tool_call, tool_schemas
+from .recall_tools import Recall
 from .summary import summary_budget
 from .thresholds import (
     DEFAULT_TARGET_RATIO,
@@ -121,7 +114,7 @@ class _Plan:
     first_compression: bool
 
 
-class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
+class ContextCompressor(RecallOffering, SummaryReading, TriggerState, ContextEngine):
     name = "compressor"
     description = "Built-in lossy compaction: prune old tool output, summarise the middle, keep head and tail."
 
@@ -432,44 +425,6 @@ class ContextCompressor(SummaryReading, TriggerState, ContextEngine):
             if TOKENS_KEY not in msg:
                 messages[i] = {**msg, TOKENS_KEY: self._tokens(msg)}
         return messages
-
-    # Recall tools -----------------------------------------------------------------------------
-
-    @property
-    def offers_recall_tools(self) -> bool:
-        """True when ``context_search`` / ``context_expand`` are offered: a recall and the setting on."""
-        return self.recall_tools and self.recall is not None
-
-    def recall_note(self) -> str:
-        """The sentence the summary's prefix carries about the recall tools ("" when none are offered)."""
-        return RECALL_TOOLS_NOTE if self.offers_recall_tools else ""
-
-    def _with_recall_note(
-        self, out: list[dict[str, Any]], summary_text: str, body: str, tokens_before: int
-    ) -> tuple[list[dict[str, Any]], str, int] | None:
-        """(messages, summary text, tokens) with the recall note in the summary's prefix; None when
-        no note is due, the summary cannot be found, or the note would make the result bigger than
-        the input."""
-        note = self.recall_note()
-        at = next((i for i, m in enumerate(out) if m.get(SUMMARY_KEY)), None) if note else None
-        if at is None:
-            return None
-        noted_text = wrap_summary(body, note)
-        replaced = replace_summary_text(out[at], summary_text, noted_text)
-        if replaced is None:
-            log.warning("the summary message has an unexpected shape; it is left without the recall note")
-            return None
-        noted = self._counted([*out[:at], replaced, *out[at + 1:]])
-        tokens = self.count_messages_tokens(noted)
-        return (noted, noted_text, tokens) if tokens <= tokens_before else None
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return tool_schemas() if self.offers_recall_tools else []
-
-    def handle_tool_call(self, name: str, args: dict[str, Any], **ctx: Any) -> str:
-        if name in RECALL_TOOL_NAMES and self.offers_recall_tools:
-            return answer_tool_call(self.recall, name, args)
-        return super().handle_tool_call(name, args, **ctx)
 
     # Status and persistence -------------------------------------------------------------------
 

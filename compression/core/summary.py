@@ -30,7 +30,8 @@ from typing import Any
 from .markers import MERGED_KEY, is_summary_only, split_merged, strip_summary_wrapping
 from .redact import redact
 from .template import SUMMARY_TEMPLATE, TEMPLATE_HEADINGS  # noqa: F401  (re-exported: defined once there)
-from .tokens import call_function, content_text, count_images, count_labelled, is_image_part, stored_tokens
+from .token_pieces import count_labelled
+from .tokens import call_function, content_text, count_images, is_image_part, stored_tokens
 
 CONTENT_MAX = 6_000
 CONTENT_HEAD = 4_000

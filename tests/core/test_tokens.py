@@ -168,7 +168,7 @@ PIECES = ["word", "Word", " ", "  ", "\n", "\r\n", "\t", "7", "42", "1234", ".",
 def test_a_labelled_count_is_the_tokenised_count_whenever_it_is_given():
     import random
 
-    from compression.core.tokens import count_labelled
+    from compression.core.token_pieces import count_labelled
 
     rng = random.Random(5)
     given = 0
@@ -183,7 +183,7 @@ def test_a_labelled_count_is_the_tokenised_count_whenever_it_is_given():
 
 
 def test_a_label_that_would_join_the_text_gives_no_labelled_count():
-    from compression.core.tokens import count_labelled
+    from compression.core.token_pieces import count_labelled
 
     for label in ("[USER] ", "USER", "[TOOL RESULT x]:_", ""):
         assert count_labelled(label, "hello world", count_tokens("hello world")) is None
