@@ -53,11 +53,23 @@ def count_labelled(label: str, text: str, text_tokens: int) -> int | None:
     if first is None:
         return None
     head = first.group()
-    spaced, end = 0, 0  # the pieces the space and the first piece make, each counted alone as the encoder does
+    if head[0].isalpha():  # a run of letters: the space joins it (the pattern's " ?letters")
+        spaced = _short_count(" " + head)
+    elif head[0].isnumeric():  # up to three digits, which never take a space: it stands alone
+        spaced = _short_count(" ") + _short_count(head)
+    else:
+        spaced = _spaced_pieces(pattern, text, len(head))
+        if spaced is None:
+            return None
+    return _short_count(label) + text_tokens - _short_count(head) + spaced
+
+
+def _spaced_pieces(pattern: Any, text: str, head: int) -> int | None:
+    """The tokens of the pieces ``" " + text`` starts with, up to where ``text``'s first piece (of
+    ``head`` characters) ends; None when no piece ends there."""
+    spaced, end = 0, 0  # each piece counted alone, as the encoder does
     for match in pattern.finditer(" " + text):
         spaced, end = spaced + _short_count(match.group()), match.end()
-        if end >= len(head) + 1:
+        if end >= head + 1:
             break
-    if end != len(head) + 1:
-        return None
-    return _short_count(label) + text_tokens - _short_count(head) + spaced
+    return spaced if end == head + 1 else None
