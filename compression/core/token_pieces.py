@@ -53,14 +53,15 @@ def count_labelled(label: str, text: str, text_tokens: int) -> int | None:
     if first is None:
         return None
     head = first.group()
+    spaced: int | None
     if head[0].isalpha():  # a run of letters: the space joins it (the pattern's " ?letters")
         spaced = _short_count(" " + head)
     elif head[0].isnumeric():  # up to three digits, which never take a space: it stands alone
         spaced = _short_count(" ") + _short_count(head)
     else:
         spaced = _spaced_pieces(pattern, text, len(head))
-        if spaced is None:
-            return None
+    if spaced is None:
+        return None
     return _short_count(label) + text_tokens - _short_count(head) + spaced
 
 
