@@ -6,6 +6,10 @@ triggers, or a generated PostgreSQL tsvector with a GIN index. Only originals ar
 agent's searches see only what was compacted (archived rows, or rows of an ended session), the
 user's the whole conversation. A message's reference is ``m<id>``; a copy carried into a new
 context resolves to its original, so a reference always opens the message the user saw.
+
+When a search finds too little, ``suggest_terms`` (``recall_suggest``) offers the conversation's own
+words closest in spelling to the query's; the query's words themselves are read by ``search_terms``
+(``recall_terms``). The names of both modules are re-exported here.
 """
 from __future__ import annotations
 
@@ -30,28 +34,36 @@ from sessions.services.recall_index import (
     index_ensure_after_migrate,
     index_present,
 )
+from sessions.services.recall_suggest import _SUGGEST_STOPWORDS as _SUGGEST_STOPWORDS
+from sessions.services.recall_suggest import _WORD as _WORD
+from sessions.services.recall_suggest import SUGGEST_MAX_LIMIT as SUGGEST_MAX_LIMIT
+from sessions.services.recall_suggest import SUGGEST_MIN_CHARS as SUGGEST_MIN_CHARS
+from sessions.services.recall_suggest import SUGGEST_QUERY_WORDS as SUGGEST_QUERY_WORDS
+from sessions.services.recall_suggest import SUGGEST_SPELLING_READS as SUGGEST_SPELLING_READS
+from sessions.services.recall_suggest import _fold as _fold
+from sessions.services.recall_suggest import _spelling as _spelling
+from sessions.services.recall_suggest import _suggestion_inputs as _suggestion_inputs
+from sessions.services.recall_suggest import suggest_terms
+from sessions.services.recall_suggest import trigram_similarity as trigram_similarity
+from sessions.services.recall_suggest import trigrams as trigrams
+from sessions.services.recall_terms import _STOPWORDS as _STOPWORDS
+from sessions.services.recall_terms import _TERM as _TERM
+from sessions.services.recall_terms import SEARCH_MAX_TERMS as SEARCH_MAX_TERMS
+from sessions.services.recall_terms import TERM_MAX_CHARS as TERM_MAX_CHARS
+from sessions.services.recall_terms import search_terms
+from sessions.services.recall_words import SUGGEST_MIN_SIMILARITY as SUGGEST_MIN_SIMILARITY
+from sessions.services.recall_words import words_ensure as words_ensure
 
 __all__ = ["FTS_TABLE", "MARK_END", "MARK_START", "RecallUnavailable", "index_ensure", "index_ensure_after_migrate",
            "index_present"]
 
 SEARCH_MAX_LIMIT = 20
-SEARCH_MAX_TERMS = 16
-TERM_MAX_CHARS = 100
 EXPAND_MAX_NEIGHBOURS = 10
 EXPAND_MESSAGE_MAX_CHARS = 6_000
 EXPAND_TOTAL_MAX_CHARS = 16_000
 # Copies are matched to their original among this many earlier candidates (newest first).
 ORIGINAL_LOOKBACK = 200
 _REF = re.compile(r"^\s*#?m?(\d{1,18})\s*$", re.I)
-# A term: a run of characters that are not spaces, quotes, brackets or punctuation; a comma only
-# between digits ("42,500" stays one phrase).
-_TERM = re.compile(r"(?:[^\s\"'`()\[\]{}<>,;!?*^]|(?<=\d),(?=\d))+")
-_STOPWORDS = frozenset(
-    "a an the is was were are be been of to in on for and or not what which who whom when where why how do "
-    "did does done you your me my i we our us it its that this these those with at by from as about into "
-    "there their they them he she his her remember remind tell please can could would should will shall "
-    "have has had any some all again earlier before history search find look up".split()
-)
 
 
 class BadReference(ValueError):
@@ -70,17 +82,6 @@ def parse_ref(ref) -> int:
     if not match:
         raise BadReference(f"not a message reference: {str(ref)[:40]!r} (references look like m123)")
     return int(match.group(1))
-
-
-def search_terms(query: str) -> list[str]:
-    """The words of a query, stopwords dropped unless nothing else is left, at most 16."""
-    words = []
-    for raw in _TERM.findall(query or ""):
-        word = raw.strip(".:/-_")[:TERM_MAX_CHARS]
-        if word and word.lower() not in (w.lower() for w in words):
-            words.append(word)
-    content = [w for w in words if w.lower() not in _STOPWORDS]
-    return (content or words)[:SEARCH_MAX_TERMS]
 
 
 @dataclass(frozen=True)
@@ -279,8 +280,8 @@ def context_refs(session: Session) -> list[tuple[str, str | None]]:
 
 
 class SessionRecall:
-    """What a context engine is handed: search, expand and the live context's references for one
-    conversation's active session (the engine stays free of the database)."""
+    """What a context engine is handed: search, expand, suggestions and the live context's
+    references for one conversation's active session (the engine stays free of the database)."""
 
     def __init__(self, *, conversation_id, session_id: int) -> None:
         self.conversation_id = conversation_id
@@ -289,6 +290,10 @@ class SessionRecall:
     def search(self, query: str, limit: int = 5) -> list[dict]:
         hits = search(conversation_id=self.conversation_id, query=query, limit=limit, compacted_only=True)
         return [{"ref": h.ref, "role": h.role, "snippet": h.snippet} for h in hits]
+
+    def suggest(self, query: str, limit: int = 8) -> list[str]:
+        """Words of the compacted history spelled close to the query's (``suggest_terms``)."""
+        return suggest_terms(conversation_id=self.conversation_id, query=query, limit=limit, compacted_only=True)
 
     def expand(self, ref, before: int = 2, after: int = 2) -> dict:
         return expand(conversation_id=self.conversation_id, ref=ref, before=before, after=after)

@@ -1,13 +1,17 @@
 """The message search index of migration 0005 on each backend: keeping its objects in place, and
 the two queries a search is made of (``counts``: how common each word is in a conversation,
 capped; ``ranked``: the messages holding every one of some words, best first, with a snippet),
-and ``owner_ranked``, the same across every conversation of one user.
+and ``owner_ranked``, the same across every conversation of one user. ``BACKENDS`` joins them, per
+backend, to the suggestion queries of the word list of migration 0011 (``recall_words``:
+``vocabulary``, ``texts``, ``matching_texts``), whose names are re-exported here with the SQL
+pieces both share (``recall_sql``).
 
 SQLite drops a table's triggers whenever a later migration rebuilds the message table (Django's
 "remake" for most field changes), so ``index_ensure`` checks the index objects once per process
 before the first search, and after every ``migrate`` (``index_ensure_after_migrate``, a
 post_migrate receiver); missing ones are rebuilt from the migration's own statements, re-reading
-every message, so nothing stored meanwhile is missed.
+every message, so nothing stored meanwhile is missed. The word list's triggers are kept the same way
+(``words_ensure``, before the first suggestion of a process and after every ``migrate``).
 """
 from __future__ import annotations
 
@@ -18,9 +22,34 @@ from dataclasses import dataclass
 from django.db import connection, connections, transaction
 
 from sessions.models import Conversation, Message, Session
+from sessions.services.recall_sql import FTS_TABLE as FTS_TABLE
+from sessions.services.recall_sql import INDEXED_CHARS as INDEXED_CHARS
+from sessions.services.recall_sql import _compacted as _compacted
+from sessions.services.recall_sql import _db_conversation_id as _db_conversation_id
+from sessions.services.recall_sql import _fts_match as _fts_match
+from sessions.services.recall_sql import _fts_phrase as _fts_phrase
+from sessions.services.recall_sql import _pg_query as _pg_query
+from sessions.services.recall_words import SUGGEST_MIN_SIMILARITY as SUGGEST_MIN_SIMILARITY
+from sessions.services.recall_words import TRGM_THRESHOLD as TRGM_THRESHOLD
+from sessions.services.recall_words import VOCABULARY_CAP as VOCABULARY_CAP
+from sessions.services.recall_words import WORDS_MIGRATION as WORDS_MIGRATION
+from sessions.services.recall_words import Vocabulary as Vocabulary
+from sessions.services.recall_words import _fragments as _fragments
+from sessions.services.recall_words import _later_trigrams as _later_trigrams
+from sessions.services.recall_words import _postgres_matching_texts as _postgres_matching_texts
+from sessions.services.recall_words import _postgres_texts as _postgres_texts
+from sessions.services.recall_words import _postgres_vocabulary as _postgres_vocabulary
+from sessions.services.recall_words import _sqlite_matching_texts as _sqlite_matching_texts
+from sessions.services.recall_words import _sqlite_texts as _sqlite_texts
+from sessions.services.recall_words import _sqlite_vocabulary as _sqlite_vocabulary
+from sessions.services.recall_words import _trgm as _trgm
+from sessions.services.recall_words import _trgm_check as _trgm_check
+from sessions.services.recall_words import _words_ensured as _words_ensured
+from sessions.services.recall_words import _words_migration as _words_migration
+from sessions.services.recall_words import logger as logger
+from sessions.services.recall_words import words_ensure as words_ensure
+from sessions.services.recall_words import words_present as words_present
 
-FTS_TABLE = "agent_sessions_message_search"
-INDEXED_CHARS = 200_000  # as migration 0005 indexes: the headline reads the same text
 SNIPPET_TOKENS = 64  # FTS5's largest snippet: a path or an error line survives whole
 COUNT_CAP = 1_000  # "common" from here on: the count only orders the words, rarest first
 MARK_START, MARK_END = "\ue000", "\ue001"  # private-use characters: never in a message's text
@@ -85,44 +114,22 @@ def index_ensure(using: str = "default", *, force: bool = False) -> bool:
 
 
 def index_ensure_after_migrate(sender=None, using: str = "default", **kwargs) -> None:
-    """post_migrate receiver: a migration after 0005 may have dropped the SQLite triggers."""
+    """post_migrate receiver: a migration after 0005 (or 0011) may have dropped the SQLite triggers."""
     from django.db.migrations.recorder import MigrationRecorder
 
     applied = MigrationRecorder(connections[using]).applied_migrations()
     if ("agent_sessions", "0005_message_search") in applied:
         index_ensure(using, force=True)
+    if ("agent_sessions", WORDS_MIGRATION) in applied:
+        words_ensure(using, force=True)
 
 
 # The queries ------------------------------------------------------------------------------------
-
-def _db_conversation_id(conversation_id):
-    field = Message._meta.get_field("conversation").target_field
-    return field.get_db_prep_value(field.to_python(conversation_id), connection)
-
-
-def _compacted(compacted_only: bool) -> str:
-    return " AND (m.archived OR ss.ended_at IS NOT NULL)" if compacted_only else ""
-
 
 def _excluding(exclude: Sequence[int]) -> tuple[str, list[int]]:
     if not exclude:
         return "", []
     return f" AND m.id NOT IN ({', '.join(['%s'] * len(exclude))})", list(exclude)
-
-
-def _fts_phrase(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
-
-
-def _fts_match(conversation_id, terms: Sequence[str], context: Sequence[str] = ()) -> str:
-    """Messages holding every one of ``terms``; ``context`` (words that need not match) only adds
-    phrases for bm25 and the snippet, so both still favour the rest of the query's words."""
-    words = " AND ".join(_fts_phrase(t) for t in terms)
-    extra = [t for t in context if t not in terms]
-    if extra:
-        words = f"{words} AND ({' OR '.join(_fts_phrase(t) for t in [*terms, *extra])})"
-    # The conversation's token first: FTS5 then reads only this conversation's postings.
-    return f'conv : "c{_db_conversation_id(conversation_id)}" AND body : ({words})'
 
 
 def _sqlite_counts(conversation_id, terms: Sequence[str]) -> list[int]:
@@ -163,10 +170,6 @@ def _pg_headline(text_sql: str, query_sql: str) -> str:
 
 _HEADLINE_OPTIONS = (f"StartSel={MARK_START}, StopSel={MARK_END}, MaxWords=60, MinWords=30, ShortWord=2, "
                      "MaxFragments=1, FragmentDelimiter=\" … \"")
-
-
-def _pg_query(terms: Sequence[str], op: str = "&&") -> str:
-    return f" {op} ".join(["plainto_tsquery('english', %s)"] * len(terms))
 
 
 def _postgres_counts(conversation_id, terms: Sequence[str]) -> list[int]:
@@ -259,7 +262,14 @@ class Backend:
     counts: Callable[..., list[int]]  # (conversation_id, terms): each term's count, capped, in one query
     ranked: Callable[..., Ranked]
     owner_ranked: Callable[..., OwnerRanked]  # (owner_id, terms, limit): across the owner's conversations
+    vocabulary: Callable[..., Vocabulary]  # (conversation_id, query_words): candidates near them, a superset
+    texts: Callable[..., dict[int, str]]  # (conversation_id, ids, compacted_only): the searchable ones' text
+    matching_texts: Callable[..., list[str]]  # (conversation_id, word, compacted_only, limit, since): newest first
 
 
-BACKENDS = {"sqlite": Backend(_sqlite_counts, _sqlite_ranked, _sqlite_owner_ranked),
-            "postgresql": Backend(_postgres_counts, _postgres_ranked, _postgres_owner_ranked)}
+BACKENDS = {"sqlite": Backend(counts=_sqlite_counts, ranked=_sqlite_ranked, owner_ranked=_sqlite_owner_ranked,
+                              vocabulary=_sqlite_vocabulary, texts=_sqlite_texts,
+                              matching_texts=_sqlite_matching_texts),
+            "postgresql": Backend(counts=_postgres_counts, ranked=_postgres_ranked, owner_ranked=_postgres_owner_ranked,
+                                  vocabulary=_postgres_vocabulary, texts=_postgres_texts,
+                                  matching_texts=_postgres_matching_texts)}
