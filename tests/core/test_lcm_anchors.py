@@ -117,3 +117,29 @@ def test_fitting_drops_what_the_assistant_said_first_then_the_oldest_of_the_lowe
     assert fit_anchors(anchors, full - 7, counter=words) == [anchors[0], anchors[2]]  # then the oldest number
     assert fit_anchors(anchors, full - 13, counter=words) == [anchors[0]]  # the preference last
     assert fit_anchors(anchors, 0, counter=words) == []
+
+
+def test_the_index_round_trips_the_typed_kinds():
+    anchors = [Anchor("name", "Quinta da Serra", "m2"), Anchor("date", "the 14th of March", "m3"),
+               Anchor("columns", "id, created_at, amount_eur", "m4"), Anchor("id", "#sre-oncall", None)]
+    assert parse_index("## Goal\nship it\n\n" + render_index(anchors)) == anchors
+
+
+def test_the_typed_kinds_come_from_one_message_with_its_reference():
+    said = "Kenji Mori booked Quinta da Serra for March 14-16, about €1.2k, see OPS-4790 and data/."
+    found = extract_anchors([user(said)], ["m7"])
+    assert [(a.kind, a.value) for a in found] == [
+        ("file", "data/"), ("id", "OPS-4790"), ("number", "€1.2k"), ("name", "Kenji Mori"),
+        ("name", "Quinta da Serra"), ("date", "March 14-16")]
+    assert {a.ref for a in found} == {"m7"}
+
+
+def test_fitting_treats_tool_output_as_incidental_and_keeps_what_the_user_gave():
+    words = lambda text: len(text.split())  # noqa: E731
+    anchors = [Anchor("number", "10 ms", "m1", "user"), Anchor("error", "KeyError: a", "m2", "tool"),
+               Anchor("file", "src/a.py", "m3", "tool")]
+    full = words(render_index(anchors)) + 2 + len(anchors)
+    # The tool's anchors go first (its path before its error line), then the user's number, although
+    # errors and paths outrank numbers within one role.
+    assert fit_anchors(anchors, full - 5, counter=words) == anchors[:2]
+    assert fit_anchors(anchors, full - 11, counter=words) == [anchors[0]]
