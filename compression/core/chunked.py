@@ -123,9 +123,13 @@ class SummaryRun:
         return bool(self.primary_failure)
 
 
+def _joined_tokens(blocks: Sequence[tuple[str, int]]) -> int:
+    """``_join(blocks).tokens`` without building the text."""
+    return sum(t for _, t in blocks) + _SEPARATOR_TOKENS * max(0, len(blocks) - 1)
+
+
 def _join(blocks: Sequence[tuple[str, int]]) -> Chunk:
-    tokens = sum(t for _, t in blocks) + _SEPARATOR_TOKENS * max(0, len(blocks) - 1)
-    return Chunk(BLOCK_SEPARATOR.join(text for text, _ in blocks), len(blocks), tokens)
+    return Chunk(BLOCK_SEPARATOR.join(text for text, _ in blocks), len(blocks), _joined_tokens(blocks))
 
 
 def _take(blocks: Sequence[tuple[str, int]], start: int, capacity: int) -> tuple[Chunk, int]:
@@ -178,7 +182,7 @@ def plan_summary(
         known = serialized_tokens(msg, block) if counter is count_tokens else None
         rendered.append((block, counter(block) if known is None else known))
     messages = len(rendered) + summaries
-    total = _join(rendered).tokens
+    total = _joined_tokens(rendered)
 
     reserve = summary_max_tokens(budget)
     limit = int(window * SUMMARISER_WINDOW_SHARE) - reserve
@@ -203,7 +207,7 @@ def plan_summary(
         for text, tokens in rendered
     )
     expected = max(previous_tokens, budget)
-    return SummaryPlan(blocks, False, limit, overhead, expected, floor, window, messages, _join(blocks).tokens)
+    return SummaryPlan(blocks, False, limit, overhead, expected, floor, window, messages, _joined_tokens(blocks))
 
 
 def run_summary(

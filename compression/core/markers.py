@@ -59,6 +59,9 @@ def is_summary_message(msg: Mapping[str, Any]) -> bool:
     content = msg.get("content")
     if isinstance(content, str):
         # Every prefix opens with "[": a text that does not (after blanks) is decided without a copy.
+        first = content[:1]
+        if first != "[" and not first.isspace():
+            return False
         start = _OPENING.match(content)
         if start is None:
             return False

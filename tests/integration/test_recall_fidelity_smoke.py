@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 def test_the_quick_run_scores_every_fact_and_prints_the_table(live, capsys):
     # `live`: the benchmark's turns are handed to Celery (eager here) through the same enqueue as
     # the product's, which first checks that the broker (the stack's Redis) answers.
-    result = fidelity.main(["--quick", "--jobs", "1", "--exam", "simulator", "--latency-messages", "400"])
+    result = fidelity.main(["--quick", "--jobs", "1", "--grader", "simulator", "--latency-messages", "400"])
     out = capsys.readouterr().out
 
     runs = {r.engine: r for r in result["runs"]}
