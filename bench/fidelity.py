@@ -10,8 +10,9 @@ engine guarantees, never on the simulator's summary prose:
   messages other than the summary and, for lcm, the summary's anchor index;
 - open-book: closed-book, or one ``context_search`` whose query is the question itself returns a
   snippet holding the answer (lcm only: the compressor has no tools);
-- with ``ANTHROPIC_API_KEY`` set, a real model answers each question from that context (with the
-  engine's tools, two rounds at most), graded by exact match, with the run's tokens and cost.
+- with ``ANTHROPIC_API_KEY`` set (or ``--grader``), a model answers each question from that context
+  (with the engine's tools, two rounds at most), graded by exact match, with the run's tokens and
+  cost: ``--grader anthropic`` the real model, ``--grader simulator`` only exercises that code.
 
 The table gives each score with the context it was reached at (tokens of the next request, and
 its share of the uncompacted conversation), closed-book by depth (the oldest third, the middle,
@@ -19,7 +20,13 @@ the newest), and the recall tools' latency at 20,000 archived messages on SQLite
 (``bench/fidelity_latency.py``). Targets: lcm open-book ≥ 90 % at ≤ 25 % of the uncompacted
 tokens after ≥ 3 compactions; the tools ≤ 50 ms p50.
 
-Run: .venv/bin/python bench/fidelity.py [--quick] [--no-postgres] [--postgres-url URL]
+``--exam independent`` plays the independent exam instead (``bench/exam_independent/``, scored
+by ``bench/fidelity_independent.py``: closed- and open-book on the planting message's reference,
+both question wordings, three padding seeds, anchor precision); its options are ``--seeds`` and
+``--conversations``; ``--grader``, ``--shapes`` and the latency options are the fidelity exam's.
+
+Run: .venv/bin/python bench/fidelity.py [--quick] [--no-postgres] [--postgres-url URL] [--grader simulator]
+     .venv/bin/python bench/fidelity.py --exam independent [--quick] [--seeds 1 2 3] [--jobs 1]
 """
 from __future__ import annotations
 
@@ -34,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import fidelity_latency
+from bench import fidelity_independent, fidelity_latency
 from bench.fidelity_conversations import SHAPES, Conversation, build_conversation
 
 MODEL = "sim-claude-64k"
@@ -253,24 +260,33 @@ def _run_job(job: tuple[str, str, dict[str, int], str | None]) -> Run:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one small conversation, 2,000 archived messages")
+    parser.add_argument("--quick", action="store_true", help="one small conversation (and 2,000 archived messages; the independent exam: one seed)")
     parser.add_argument("--shapes", nargs="*", choices=sorted(SHAPES), default=None)
     parser.add_argument("--no-postgres", action="store_true", help="measure the recall tools on SQLite only")
     parser.add_argument("--postgres-url", default=os.environ.get("FIDELITY_POSTGRES_URL",
                                                                    "postgres://postgres@127.0.0.1:5432/postgres"),
                         help="a PostgreSQL server where a throwaway database may be created")
     parser.add_argument("--latency-messages", type=int, default=None)
-    parser.add_argument("--exam", choices=("anthropic", "simulator"), default=None,
-                        help="who answers the exam (default: the real model when ANTHROPIC_API_KEY is set, else "
-                             "no exam); 'simulator' only exercises the exam's code")
+    parser.add_argument("--exam", choices=("fidelity", "independent"), default="fidelity",
+                        help="the exam: this module's planted facts (default) or bench/exam_independent/")
+    parser.add_argument("--grader", choices=("anthropic", "simulator"), default=None,
+                        help="who answers the fidelity exam's questions (default: the real model when "
+                             "ANTHROPIC_API_KEY is set, else no one); 'simulator' only exercises that code")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None,
+                        help="independent exam: the padding seeds (default 1 2 3; one with --quick)")
+    parser.add_argument("--conversations", nargs="+", choices=fidelity_independent.CONVERSATIONS, default=None,
+                        help="independent exam: the conversations played (default all; one with --quick)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="conversations played at once, each in its own process and database")
     args = parser.parse_args(argv)
+    if args.exam == "independent":
+        return fidelity_independent.main(quick=args.quick, seeds=args.seeds, conversations=args.conversations,
+                                         jobs=args.jobs)
     shapes = args.shapes or (QUICK["shapes"] if args.quick else tuple(SHAPES))
     sizes = {"facts": QUICK["facts"], "target_tokens": QUICK["target_tokens"]} if args.quick else {}
     n_latency = args.latency_messages or (QUICK["latency_messages"] if args.quick else fidelity_latency.MESSAGES)
 
-    exam = args.exam or ("anthropic" if os.environ.get("ANTHROPIC_API_KEY") else None)
+    exam = args.grader or ("anthropic" if os.environ.get("ANTHROPIC_API_KEY") else None)
     jobs = [(shape, engine, sizes, exam) for shape in shapes for engine in ENGINES]
     if args.jobs > 1:
         import multiprocessing
