@@ -97,6 +97,10 @@ class LcmEngine(ContextCompressor):
         """Always: the tools define this engine (without a recall they answer that they are unavailable)."""
         return True
 
+    def recall_note(self) -> str:
+        """None of the compressor's: lcm's own note comes with its index (``lcm_summary_text``)."""
+        return ""
+
     @property
     def anchor_index_tokens(self) -> int:
         if self.configured_anchor_index_tokens is not None:
