@@ -120,76 +120,52 @@ def _exam_route(route: str | None, simulator_url: str):
 
 def run_conversation(conv: Conversation, engine_name: str, *, exam_route: str | None = None) -> Run:
     """Play ``conv`` through the agent loop with ``engine_name``, then score every fact."""
-    from django.contrib.auth import get_user_model
-    from django.test import override_settings
-
-    from compression import settings_store
-    from hermes_web.celery import app
-    from sessions.models import CompressionEvent, Message
-    from sessions.models import Conversation as ConversationRow
-    from sessions.services import pressure, runtime
-    from sessions.services.context import context_messages, session_active, session_start
+    from bench.agent_stage import agent_stage, final_context
+    from sessions.models import CompressionEvent
     from sessions.services.turns import turn_submit
-    from simulator import start_simulator
 
     started = time.perf_counter()
-    server = start_simulator()
-    eager = app.conf.task_always_eager
-    try:
-        with override_settings(HERMES_SIMULATOR_URL=server.base_url,
-                               CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}):
-            app.conf.task_always_eager = True
-            settings_store.save_group("context", {"engine": engine_name})
-            user = get_user_model().objects.create_user(f"fidelity-{conv.shape}-{engine_name}-{time.monotonic_ns()}")
-            row = ConversationRow.objects.create(owner=user, provider="simulator", model=MODEL)
-            session_start(conversation=row)
-            for rel, text in conv.files.items():
-                path = row.workspace / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-            failed = 0
-            for text in conv.turns:
-                turn = turn_submit(user=user, conversation_id=row.id, text=text).turn
-                turn.refresh_from_db()
-                failed += turn.status != "done"
-            cfg = runtime.current_config()
-            session = session_active(row)
-            engine = runtime.engine_build(conversation=row, session=session, cfg=cfg)
-            messages = context_messages(session)
-            tools = pressure.offered_tools(cfg, engine).all
-            context_tokens = pressure.counted_request(messages, tools)
-            originals = Message.objects.filter(conversation=row, visible=True, is_summary=False)
-            uncompacted = engine.count_messages_tokens([messages[0], *(m.as_chat() for m in originals)])
-            seen = _guaranteed_text(messages, engine_name)
-            closed, opened, search_ms = [], [], []
-            for fact in conv.facts:
-                hit = fact.answer in seen
-                closed.append(hit)
-                if engine_name == "lcm":
-                    t0 = time.perf_counter()
-                    answer = json.loads(engine.handle_tool_call("context_search",
-                                                                {"query": fact.question, "limit": SEARCH_LIMIT}))
-                    search_ms.append((time.perf_counter() - t0) * 1000)
-                    hit = hit or any(fact.answer in r.get("snippet", "") for r in answer.get("results", []))
-                opened.append(hit)
-            exam = None
-            exam_provider, exam_model = _exam_route(exam_route, server.base_url)
-            if exam_provider is not None:
-                from bench.fidelity_exam import exam as run_exam
-                from sessions.agent.tools import run_tool
+    with agent_stage(engine_name, f"fidelity-{conv.shape}-{engine_name}", MODEL) as stage:
+        user, row = stage.user, stage.conversation
+        for rel, text in conv.files.items():
+            path = row.workspace / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        failed = 0
+        for text in conv.turns:
+            turn = turn_submit(user=user, conversation_id=row.id, text=text).turn
+            turn.refresh_from_db()
+            failed += turn.status != "done"
+        final = final_context(row)
+        engine, messages, tools = final.engine, final.messages, final.tools
+        seen = _guaranteed_text(messages, engine_name)
+        closed, opened, search_ms = [], [], []
+        for fact in conv.facts:
+            hit = fact.answer in seen
+            closed.append(hit)
+            if engine_name == "lcm":
+                t0 = time.perf_counter()
+                answer = json.loads(engine.handle_tool_call("context_search",
+                                                            {"query": fact.question, "limit": SEARCH_LIMIT}))
+                search_ms.append((time.perf_counter() - t0) * 1000)
+                hit = hit or any(fact.answer in r.get("snippet", "") for r in answer.get("results", []))
+            opened.append(hit)
+        exam = None
+        exam_provider, exam_model = _exam_route(exam_route, stage.simulator_url)
+        if exam_provider is not None:
+            from bench.fidelity_exam import exam as run_exam
+            from sessions.agent.tools import run_tool
 
-                def workspace_tool(name: str, arguments: str) -> str:
-                    return run_tool(name, arguments, workspace=row.workspace, terminal_enabled=False,
-                                    terminal_timeout=cfg.agent.terminal_timeout,
-                                    terminal_network=False).content
+            def workspace_tool(name: str, arguments: str) -> str:
+                return run_tool(name, arguments, workspace=row.workspace, terminal_enabled=False,
+                                terminal_timeout=final.cfg.agent.terminal_timeout,
+                                terminal_network=False).content
 
-                exam = run_exam(exam_provider, exam_model, messages, tools, engine, conv.facts, workspace_tool)
-            compactions = CompressionEvent.objects.filter(conversation=row, status="compressed").count()
-    finally:
-        app.conf.task_always_eager = eager
-        server.stop()
-    return Run(conv.shape, engine_name, len(conv.facts), compactions, failed, uncompacted, context_tokens, closed,
-               opened, [conv.depth(i) for i in range(len(conv.facts))], search_ms, time.perf_counter() - started, exam)
+            exam = run_exam(exam_provider, exam_model, messages, tools, engine, conv.facts, workspace_tool)
+        compactions = CompressionEvent.objects.filter(conversation=row, status="compressed").count()
+    return Run(conv.shape, engine_name, len(conv.facts), compactions, failed, final.uncompacted_tokens,
+               final.context_tokens, closed, opened, [conv.depth(i) for i in range(len(conv.facts))], search_ms,
+               time.perf_counter() - started, exam)
 
 
 def _pct(hits: list[bool]) -> str:

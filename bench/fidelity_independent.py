@@ -137,90 +137,63 @@ def _context_of(session, planting_texts: Mapping[str, str]) -> Context:
 
 def play(script: Script, exam: Exam, engine_name: str) -> Run:
     """Play ``script`` through the agent loop with ``engine_name``, then score every fact."""
-    from django.contrib.auth import get_user_model
-    from django.test import override_settings
-
-    from compression import settings_store
-    from hermes_web.celery import app
+    from bench.agent_stage import agent_stage, final_context
     from sessions.models import CompressionEvent, Message
-    from sessions.models import Conversation as ConversationRow
-    from sessions.services import pressure, runtime
-    from sessions.services.context import context_messages, session_active, session_start
     from sessions.services.recall import message_text, ref_of
     from sessions.services.turns import turn_submit
-    from simulator import start_simulator
 
     started = time.perf_counter()
-    server = start_simulator()
-    eager = app.conf.task_always_eager
-    try:
-        with override_settings(HERMES_SIMULATOR_URL=server.base_url,
-                               CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}):
-            app.conf.task_always_eager = True
-            settings_store.save_group("context", {"engine": engine_name})
-            user = get_user_model().objects.create_user(
-                f"exam-{script.shape}-{engine_name}-{script.seed}-{time.monotonic_ns()}")
-            row = ConversationRow.objects.create(owner=user, provider="simulator", model=MODEL)
-            session_start(conversation=row)
-            failed = 0
-            planting: dict[str, Message | None] = {}
-            for step in script.steps:
-                if step.file is not None:
-                    path = row.workspace / step.file[0]
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text(step.file[1], encoding="utf-8")
-                turn = turn_submit(user=user, conversation_id=row.id, text=step.text).turn
-                turn.refresh_from_db()
-                failed += turn.status != "done"
-                if step.item:
-                    planting[step.item] = _planting_message(row, turn, step.file is not None)
-            cfg = runtime.current_config()
-            session = session_active(row)
-            engine = runtime.engine_build(conversation=row, session=session, cfg=cfg)
-            messages = context_messages(session)
-            tools = pressure.offered_tools(cfg, engine).all
-            context_tokens = pressure.counted_request(messages, tools)
-            originals = Message.objects.filter(conversation=row, visible=True, is_summary=False)
-            uncompacted = engine.count_messages_tokens([messages[0], *(m.as_chat() for m in originals)])
-            texts = {ref_of(m.id): message_text(m.role, m.content, m.tool_calls, m.name)
-                     for m in planting.values() if m is not None}
-            context = _context_of(session, texts)
-            searched = SEARCH_TOOL in {s.get("name") for s in engine.get_tool_schemas()}
+    with agent_stage(engine_name, f"exam-{script.shape}-{engine_name}-{script.seed}", MODEL) as stage:
+        user, row = stage.user, stage.conversation
+        failed = 0
+        planting: dict[str, Message | None] = {}
+        for step in script.steps:
+            if step.file is not None:
+                path = row.workspace / step.file[0]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(step.file[1], encoding="utf-8")
+            turn = turn_submit(user=user, conversation_id=row.id, text=step.text).turn
+            turn.refresh_from_db()
+            failed += turn.status != "done"
+            if step.item:
+                planting[step.item] = _planting_message(row, turn, step.file is not None)
+        final = final_context(row)
+        engine = final.engine
+        texts = {ref_of(m.id): message_text(m.role, m.content, m.tool_calls, m.name)
+                 for m in planting.values() if m is not None}
+        context = _context_of(final.session, texts)
+        searched = SEARCH_TOOL in {s.get("name") for s in engine.get_tool_schemas()}
 
-            def search(query: str) -> list[dict]:
-                if not searched:
-                    return []
-                answer = json.loads(engine.handle_tool_call(SEARCH_TOOL, {"query": query, "limit": SEARCH_LIMIT}))
-                return list(answer.get("results") or [])
+        def search(query: str) -> list[dict]:
+            if not searched:
+                return []
+            answer = json.loads(engine.handle_tool_call(SEARCH_TOOL, {"query": query, "limit": SEARCH_LIMIT}))
+            return list(answer.get("results") or [])
 
-            run = Run(shape=script.shape, engine=engine_name, seed=script.seed, searched=searched,
-                      turns=len(script.steps), failed_turns=failed,
-                      compactions=CompressionEvent.objects.filter(conversation=row, status="compressed").count(),
-                      context_tokens=context_tokens, uncompacted_tokens=uncompacted, anchors=len(context.anchors),
-                      indexed=bool(context.anchors))
-            for fact in exam.facts:
-                message = planting.get(fact.item)
-                ref = ref_of(message.id) if message is not None else ""
-                text = texts.get(ref, "")
-                if fact.answer.lower() not in text.lower():
-                    run.unplanted.append(fact.id)
-                hit = bool(ref) and closed_book(fact.answer, ref, context)
-                run.facts.append(fact.id)
-                run.kinds.append(fact.kind)
-                run.closed.append(hit)
-                run.live.append(ref in context.live)
-                run.open_subject.append(bool(ref) and open_book(fact.answer, ref, text, context,
-                                                                search(fact.q_subject)))
-                run.open_other.append(bool(ref) and open_book(fact.answer, ref, text, context, search(fact.q_other)))
-                cause = ""
-                if not hit and run.indexed and message is not None:
-                    cause = miss_cause(fact.answer, ref, context.anchors, extract_anchors([message.as_chat()], [ref]))
-                run.causes.append(cause)
-            run.fact_bearing, run.exam_value = anchor_precision(context.anchors, exam.answers,
-                                                                [i.text for i in exam.items])
-    finally:
-        app.conf.task_always_eager = eager
-        server.stop()
+        run = Run(shape=script.shape, engine=engine_name, seed=script.seed, searched=searched,
+                  turns=len(script.steps), failed_turns=failed,
+                  compactions=CompressionEvent.objects.filter(conversation=row, status="compressed").count(),
+                  context_tokens=final.context_tokens, uncompacted_tokens=final.uncompacted_tokens,
+                  anchors=len(context.anchors), indexed=bool(context.anchors))
+        for fact in exam.facts:
+            message = planting.get(fact.item)
+            ref = ref_of(message.id) if message is not None else ""
+            text = texts.get(ref, "")
+            if fact.answer.lower() not in text.lower():
+                run.unplanted.append(fact.id)
+            hit = bool(ref) and closed_book(fact.answer, ref, context)
+            run.facts.append(fact.id)
+            run.kinds.append(fact.kind)
+            run.closed.append(hit)
+            run.live.append(ref in context.live)
+            run.open_subject.append(bool(ref) and open_book(fact.answer, ref, text, context, search(fact.q_subject)))
+            run.open_other.append(bool(ref) and open_book(fact.answer, ref, text, context, search(fact.q_other)))
+            cause = ""
+            if not hit and run.indexed and message is not None:
+                cause = miss_cause(fact.answer, ref, context.anchors, extract_anchors([message.as_chat()], [ref]))
+            run.causes.append(cause)
+        run.fact_bearing, run.exam_value = anchor_precision(context.anchors, exam.answers,
+                                                            [i.text for i in exam.items])
     run.seconds = time.perf_counter() - started
     return run
 
