@@ -35,3 +35,10 @@ def eager_simulator(simulator_wired):
     app.conf.task_always_eager = True
     yield simulator_wired
     app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def signed_in(client, alice):
+    """The test client logged in as alice."""
+    client.force_login(alice)
+    return client

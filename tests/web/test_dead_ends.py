@@ -32,12 +32,6 @@ def conversation(alice):
     return c
 
 
-@pytest.fixture
-def signed_in(client, alice):
-    client.force_login(alice)
-    return client
-
-
 def exchanges(conversation, pairs: int, size: int = 400) -> None:
     session = session_active(conversation)
     for i in range(pairs):

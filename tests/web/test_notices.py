@@ -103,12 +103,6 @@ def conversation(alice):
     return c
 
 
-@pytest.fixture
-def signed_in(client, alice):
-    client.force_login(alice)
-    return client
-
-
 def fill(conversation, pairs: int) -> None:
     session = session_active(conversation)
     for i in range(pairs):

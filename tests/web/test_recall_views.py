@@ -36,12 +36,6 @@ def conversation(alice):
     return c
 
 
-@pytest.fixture
-def signed_in(client, alice):
-    client.force_login(alice)
-    return client
-
-
 def long_history(conversation, pairs=30):
     session = session_active(conversation)
     for i in range(3):
