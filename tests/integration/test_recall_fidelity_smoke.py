@@ -9,7 +9,9 @@ from django.db import connection
 
 from bench import fidelity
 
-pytestmark = pytest.mark.integration
+# The SQLite pass measures the recall tools on SQLite and on a throwaway PostgreSQL database both,
+# so the PostgreSQL pass would only repeat it.
+pytestmark = [pytest.mark.integration, pytest.mark.one_database]
 
 
 def test_the_quick_run_scores_every_fact_and_prints_the_table(live, capsys):

@@ -80,8 +80,16 @@ class Sidebar:
         return f"#sidebar-row-{conversation.id}"
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("width", list(HEIGHTS))
+# The search behind the sidebar differs by backend (FTS5 or tsvector); the drawer and the schemes do
+# not: the PostgreSQL pass runs the laptop in the light scheme only.
+VARIANTS = [
+    pytest.param(width, scheme, id=f"{width}-{scheme}",
+                 marks=() if (width, scheme) == (1440, "light") else pytest.mark.one_database)
+    for width in HEIGHTS for scheme in ("light", "dark")
+]
+
+
+@pytest.mark.parametrize(("width", "scheme"), VARIANTS)
 def test_rename_delete_search_and_a_live_title_in_the_sidebar(live, alice, bob, width, scheme):
     base = f"http://127.0.0.1:{live.web_port}"
     narrow = width < 900
