@@ -15,6 +15,7 @@ from compression.core.anchors import (
     split_index,
 )
 from compression.core.markers import SUMMARY_KEY, wrap_summary
+from compression.core.tokens import count_tokens
 
 from .conftest import assistant, call, result, user
 
@@ -105,18 +106,45 @@ def test_merge_keeps_the_older_reference():
     assert [(a.value, a.ref) for a in merge_anchors(old, new)] == [("a.py", "m1"), ("b.py", "m9")]
 
 
+def _dropped_in_order(anchors, counter):
+    """The anchors in the order a shrinking budget evicts them; each fit checked against its budget."""
+    order: list = []
+    for budget in range(counter(render_index(anchors)), -1, -1):
+        fitted = fit_anchors(anchors, budget, counter=counter)
+        assert counter(render_index(fitted)) <= budget or not fitted
+        assert [a for a in anchors if a in fitted] == fitted  # order kept
+        order += [a for a in anchors if a not in fitted and a not in order]
+    return order
+
+
 def test_fitting_drops_what_the_assistant_said_first_then_the_oldest_of_the_lowest_rank():
     words = lambda text: len(text.split())  # noqa: E731  (a counter that is easy to reason about)
     anchors = [Anchor("preference", "I prefer short answers.", "m1", "user"),
                Anchor("number", "10 ms", "m2", "user"),
                Anchor("number", "20 ms", "m3", "user"),
                Anchor("number", "30 ms", "m4", "assistant")]
-    full = words(render_index(anchors)) + 2 + len(anchors)  # heading, intro, one separator a line
+    full = words(render_index(anchors))
     assert fit_anchors(anchors, full, counter=words) == anchors
     assert fit_anchors(anchors, full - 1, counter=words) == anchors[:3]  # the assistant's goes first
-    assert fit_anchors(anchors, full - 7, counter=words) == [anchors[0], anchors[2]]  # then the oldest number
-    assert fit_anchors(anchors, full - 13, counter=words) == [anchors[0]]  # the preference last
+    assert _dropped_in_order(anchors, words) == [anchors[3], anchors[1], anchors[2], anchors[0]]
     assert fit_anchors(anchors, 0, counter=words) == []
+
+
+def test_one_message_s_values_share_a_line_that_names_who_gave_them():
+    anchors = [Anchor("name", "Kenji Mori", "m7", "user"), Anchor("date", "March 14", "m7", "user"),
+               Anchor("number", "8443", "m9", "tool"), Anchor("file", "a.py", "m3"),
+               Anchor("id", "x · y", "m9", "tool")]
+    lines = render_index(anchors).splitlines()[2:]
+    assert lines == ["- [m7] user: name Kenji Mori · date March 14", "- [m9] tool: number 8443",
+                     "- [m3] file: a.py", "- [m9] id: x · y"]
+    assert parse_index(render_index(anchors)) == [*anchors[:4], Anchor("id", "x · y", "m9")]
+
+
+def test_a_shared_line_is_cheaper_than_a_line_each():
+    values = [Anchor("name", "Marek Novak", "m1234", "user"), Anchor("date", "Tuesday the 12th", "m1234", "user"),
+              Anchor("number", "5433", "m1234", "user")]
+    one_each = [Anchor(a.kind, a.value, a.ref) for a in values]  # unknown role: a line each
+    assert count_tokens(render_index(values)) < count_tokens(render_index(one_each)) - 8
 
 
 def test_the_index_round_trips_the_typed_kinds():
@@ -138,8 +166,6 @@ def test_fitting_treats_tool_output_as_incidental_and_keeps_what_the_user_gave()
     words = lambda text: len(text.split())  # noqa: E731
     anchors = [Anchor("number", "10 ms", "m1", "user"), Anchor("error", "KeyError: a", "m2", "tool"),
                Anchor("file", "src/a.py", "m3", "tool")]
-    full = words(render_index(anchors)) + 2 + len(anchors)
     # The tool's anchors go first (its path before its error line), then the user's number, although
     # errors and paths outrank numbers within one role.
-    assert fit_anchors(anchors, full - 5, counter=words) == anchors[:2]
-    assert fit_anchors(anchors, full - 11, counter=words) == [anchors[0]]
+    assert _dropped_in_order(anchors, words) == [anchors[2], anchors[1], anchors[0]]
