@@ -396,10 +396,15 @@ def test_the_transcript_follows_only_from_the_bottom_and_notices_dismiss(live, a
             message_append(session=session, role="assistant", content=f"earlier answer {i}\n" + "words " * 80)
         c = Chat(b, live, alice, "alice-password-1", conversation)
         page = c.page
-        at_bottom = "() => { const t = document.querySelector('#transcript'); return t.scrollHeight - t.scrollTop - t.clientHeight < 45; }"
+        # At the bottom of a transcript laid out taller than its box: before the stylesheet has
+        # applied, everything fits, "the top" is the bottom too, and the page rightly keeps following.
+        at_bottom = ("() => { const t = document.querySelector('#transcript'); "
+                     "return t.scrollHeight > t.clientHeight + 400 && t.scrollHeight - t.scrollTop - t.clientHeight < 45; }")
         page.wait_for_function(at_bottom)
         page.evaluate("document.querySelector('#transcript').scrollTop = 0")
         page.dispatch_event("#transcript", "scroll")
+        page.wait_for_function("() => { const t = document.querySelector('#transcript'); "
+                               "return t.scrollTop === 0 && t.scrollHeight > t.clientHeight + 400; }")
         slow_next(live, 0.08)
         c.send("reply with 120 words while I read above")
         c.wait_streaming(60)
