@@ -50,9 +50,10 @@ timed = start=$$(date +%s); $(2); rc=$$?; line="$(1): $$(( $$(date +%s) - start 
 # its own stack (Redis, simulator, Celery worker, Daphne) on free ports, with its own test database.
 INTEGRATION := $(PYTEST) -n 3 --dist loadfile --durations=12 -m
 
-# Fast tests whose subject is the database's own full-text search (FTS5 or tsvector, trigrams or
-# pg_trgm): run again on DATABASE_URL when it is set.
-BACKEND_TESTS := tests/web/test_recall_index.py tests/web/test_recall_suggest.py
+# Fast tests whose subject depends on the backend (the database's own full-text search, FTS5 or
+# tsvector, trigrams or pg_trgm; a conversation exported and imported whole, with its search text):
+# run again on DATABASE_URL when it is set.
+BACKEND_TESTS := tests/web/test_recall_index.py tests/web/test_recall_suggest.py tests/web/test_conversation_export_import.py
 
 test: $(VENV)/.dev browser-deps sandbox-deps
 	@mkdir -p artifacts; rm -f $(TIMES)

@@ -9,8 +9,10 @@ from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
 from sessions.services.attachments import human_size
+from sessions.services.conversation_import import MAX_IMPORT_BYTES
 
 _UPLOAD = re.compile(r"^/conversations/[0-9a-f-]{36}/attachments$")
+_IMPORT = "/conversations/import"
 
 
 class RequestSizeLimitMiddleware:
@@ -27,6 +29,15 @@ class RequestSizeLimitMiddleware:
             # An attachment is streamed to a temporary file, not held in memory: its own limit
             # (the view refuses anything over it with a clear reason), plus the form's envelope.
             limit = settings.HERMES_ATTACHMENT_MAX_BYTES + 64 * 1024
+        if request.path == _IMPORT:
+            # An import's file is streamed to a temporary file too; its own limit, plus the envelope.
+            limit = MAX_IMPORT_BYTES + 64 * 1024
+            if length > limit:
+                text = (f"The file is {human_size(length)}; an import may be at most {human_size(MAX_IMPORT_BYTES)}. "
+                        "Nothing was imported.")
+                body = render_to_string("sessions/_notice.html", {"text": text, "level": "error", "inner": True})
+                return HttpResponse(body, status=413)
+            return self.get_response(request)
         if limit is not None and length > limit and _UPLOAD.match(request.path):
             most = settings.HERMES_ATTACHMENT_MAX_BYTES
             return JsonResponse({"error": f"The upload is {human_size(length)}; a file may be at most "

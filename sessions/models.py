@@ -336,3 +336,31 @@ class ModelTokenRatio(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model}: {self.real_sum / self.counted_sum if self.counted_sum else 1.0:.3f}"
+
+
+class ShareLink(models.Model):
+    """A read-only link to a conversation (sessions/services/share.py). The URL carries a random
+    token; only its SHA-256 is stored, so the table (a database dump included) cannot open a link.
+    A link answers until it is revoked or its expiry passes; the workspace files are shown only
+    when the owner chose so when creating it."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="share_links")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    token_hash = models.CharField(max_length=64, unique=True, editable=False,
+                                  help_text="SHA-256 of the link's token (hex); the token itself is never stored.")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    include_workspace = models.BooleanField(default=False, help_text="The page lists the workspace files and "
+                                            "serves them for download.")
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["conversation", "revoked_at"])]
+
+    def __str__(self) -> str:
+        return f"Share link {self.id} of “{self.conversation}”"
+
+    def is_active(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -11,6 +11,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_safe
 
 from compression import settings_store
+from sessions.services.share import STAFF_LIST_LIMIT, share_links_active
 from staff import metrics as prometheus
 from staff import selectors
 
@@ -30,7 +31,8 @@ def dashboard(request):
                                      "Conversation | Can view conversation\" (granted on the user's page in the "
                                      "admin).\n", content_type="text/plain; charset=utf-8")
     cfg = settings_store.current()
-    return render(request, "staff/dashboard.html", {**selectors.dashboard(cfg=cfg), "cfg": cfg})
+    return render(request, "staff/dashboard.html", {**selectors.dashboard(cfg=cfg), "cfg": cfg,
+                                                    "share_links": share_links_active(), "share_links_limit": STAFF_LIST_LIMIT})
 
 
 def metrics_token_ok(request) -> bool:
