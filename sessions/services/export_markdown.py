@@ -249,6 +249,9 @@ def divider_markdown(message: Message, event: CompressionEvent | None) -> str:
 def _compaction_label(event: CompressionEvent | None) -> str:
     if event is None:
         return "Archived originals (compacted)"
+    if not event.in_place:  # a rotation ends the whole session: its head and tail are here too
+        return (f"Archived originals: the conversation up to the {event.trigger} compaction of "
+                f"{_when(event.started_at)}, as it was written (the summary below stands for its middle)")
     return f"Archived originals: the messages the {event.trigger} compaction of {_when(event.started_at)} summarised"
 
 

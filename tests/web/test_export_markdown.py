@@ -199,7 +199,10 @@ def test_the_archived_originals_are_collapsed_with_hostile_text_kept_as_text(exp
     tree = parse_html(PERMISSIVE.render(markdown))
     assert list(tree.iter("script")) == []
     assert not any("onclick" in n.attrs for n in tree.iter())
-    archived = section(tree, "Archived originals: the messages the manual compaction of")
+    archived = section(tree, "Archived originals: the ")
+    label = next(archived.iter("summary")).text()
+    # A rotation ends the whole session (head and tail included); in place, only the middle is archived.
+    assert ("summarised" in label) == event.in_place and ("as it was written" in label) == (not event.in_place)
     users = [p for p in archived.iter("p") if "alert(1)" in p.text()]
     assert len(users) == 1
     assert users[0].text().startswith("</details><script>alert(1)</script> and <b onclick=x>bold</b>;")
