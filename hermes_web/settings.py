@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "compression.apps.CompressionConfig",
     "sessions.apps.AgentSessionsConfig",
     "staff.apps.StaffConfig",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -78,6 +79,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the lockout page
 ]
 
 ROOT_URLCONF = "hermes_web.urls"
@@ -125,6 +127,11 @@ CELERY_TIMEZONE = "UTC"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+# django-axes first: it refuses a locked-out login before the password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -196,6 +203,21 @@ HERMES_ATTACHMENT_MAX_BYTES = env_int("HERMES_ATTACHMENT_MAX_BYTES", 20 * 1024 *
 HERMES_ATTACHMENTS_PER_MESSAGE = env_int("HERMES_ATTACHMENTS_PER_MESSAGE", 5, minimum=1, maximum=100)
 HERMES_ATTACHMENT_PDF_MAX_PAGES = env_int("HERMES_ATTACHMENT_PDF_MAX_PAGES", 100, minimum=1)
 HERMES_ATTACHMENT_PENDING_HOURS = env_int("HERMES_ATTACHMENT_PENDING_HOURS", 24, minimum=1)
+# Login throttling (django-axes, hermes_web/login_throttle.py): after HERMES_LOGIN_FAILURES failed
+# logins for one username from one address (REMOTE_ADDR: no proxy header is trusted), that pair is
+# refused for HERMES_LOGIN_COOLOFF_MINUTES, on the site's login and the admin's. A success resets
+# the count; staff unlock in the admin (Axes > Access attempts > Unlock). See docs/configuration.md.
+HERMES_LOGIN_FAILURES = env_int("HERMES_LOGIN_FAILURES", 5, minimum=1)
+HERMES_LOGIN_COOLOFF_MINUTES = env_int("HERMES_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+AXES_FAILURE_LIMIT = "hermes_web.login_throttle.failure_limit"
+AXES_COOLOFF_TIME = "hermes_web.login_throttle.cool_off"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # the lock ends when the page says it does
+AXES_LOCKOUT_CALLABLE = "hermes_web.login_throttle.lockout_response"
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
+AXES_DISABLE_ACCESS_LOG = True  # no ever-growing record of every login: only failures are kept, until they expire
+AXES_VERBOSE = False  # no banner on every command's output
 
 LOGGING = {
     "version": 1,
