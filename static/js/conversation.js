@@ -16,8 +16,14 @@
 // - Code blocks get a copy button above them (never over the code);
 //   running compressions show their elapsed time; a cancelled queued message returns to an
 //   empty composer.
-// - What the reader opened (a summary, a tool result) stays open when the server re-renders the
-//   part of the page it is in (every socket (re)connect re-sends the transcript).
+// - What the reader opened (a summary, a tool result) stays open, and what they typed in a box
+//   the server re-renders (the *Edit last message* box) stays typed, caret and all, when the
+//   server re-renders the part of the page it is in: every socket (re)connect re-sends the
+//   transcript and the status line, and a page acted on before its socket's first message landed
+//   would otherwise send the text it was served with instead of the one typed.
+// - The socket's element carries data-live="synced" once the first message of its connection
+//   (the whole live state, re-rendered from the database) has landed, and loses it while the
+//   socket is down or reconnecting.
 // - The composer has the focus when the page opens (its autofocus attribute). A finished
 //   assistant message is announced once through the polite #announcer region (the transcript is
 //   not live: it would read every streamed chunk); replies already on the page, re-sent on a
@@ -152,23 +158,35 @@
     if (form && form.matches && form.matches(ACTIONS)) { focusComposer(); }
   });
 
-  // Anything else focused in a part the socket replaces: its new copy, or the composer.
+  // Anything else focused in a part the socket replaces: its new copy (with the caret where it
+  // was, when the copy holds the same text), or the composer.
   var refocus = null;
   document.body.addEventListener("htmx:oobBeforeSwap", function (e) {
     var target = e.detail.target, active = document.activeElement;
     if (target && active && active !== document.body && target.contains(active)) {
-      refocus = active.id || "";
+      refocus = { id: active.id || "", caret: caretOf(active) };
     }
   });
 
+  function caretOf(el) {
+    try {
+      if (typeof el.selectionStart !== "number") { return null; }
+      return { value: el.value, start: el.selectionStart, end: el.selectionEnd, direction: el.selectionDirection };
+    } catch (err) { return null; } // an input type without a selection
+  }
+
   function restoreFocus() {
     if (refocus === null) { return; }
-    var id = refocus;
+    var was = refocus;
     refocus = null;
     var active = document.activeElement;
     if (active && active !== document.body && active.isConnected) { return; }
-    var again = id && document.getElementById(id);
-    if (again && again.checkVisibility && again.checkVisibility()) { again.focus(); } else { focusComposer(); }
+    var again = was.id && document.getElementById(was.id);
+    if (!(again && again.checkVisibility && again.checkVisibility())) { focusComposer(); return; }
+    again.focus();
+    if (was.caret && again.value === was.caret.value && again.setSelectionRange) {
+      again.setSelectionRange(was.caret.start, was.caret.end, was.caret.direction || "none");
+    }
   }
 
   // ---- Esc stops ----------------------------------------------------------------------------
@@ -311,6 +329,21 @@
     return key.self ? owner : owner.querySelectorAll("details")[key.index] || null;
   }
 
+  // A text box the reader typed in (its value is no longer the one it was served with) hands
+  // the text to its twin, known by its id: the server's copy holds the text it last rendered, and
+  // the reader's draft would silently go back to it (and be what Resend sends).
+  var TYPED = "textarea[id], input[id]:not([type]), input[id][type=text], input[id][type=search]";
+
+  function carryTyped(target, fragment) {
+    var boxes = target.matches(TYPED) ? [target] : [];
+    target.querySelectorAll(TYPED).forEach(function (box) { boxes.push(box); });
+    boxes.forEach(function (box) {
+      if (box.value === box.defaultValue) { return; }
+      var twin = fragment.querySelector("[id='" + box.id.replace(/'/g, "") + "']");
+      if (twin && twin.tagName === box.tagName && twin.type === box.type) { twin.value = box.value; }
+    });
+  }
+
   document.body.addEventListener("htmx:oobBeforeSwap", function (e) {
     var target = e.detail.target, fragment = e.detail.fragment;
     if (!target || !fragment || !fragment.querySelector) { return; }
@@ -321,7 +354,21 @@
       var twin = key && twinOf(fragment, key);
       if (twin && twin.tagName === "DETAILS") { twin.open = true; }
     });
+    carryTyped(target, fragment);
   });
+
+  // ---- in step with the server ----------------------------------------------------------------
+
+  // The first message of every connection is the whole live state (sessions.consumers): until it
+  // lands the page shows what it was served with, or what it had when the socket dropped.
+  function setLive(e, synced) {
+    var elt = e.target && e.target.closest ? e.target.closest("[ws-connect]") : null;
+    if (!elt) { return; }
+    if (synced) { elt.dataset.live = "synced"; } else { delete elt.dataset.live; }
+  }
+  document.body.addEventListener("htmx:wsConnecting", function (e) { setLive(e, false); });
+  document.body.addEventListener("htmx:wsClose", function (e) { setLive(e, false); });
+  document.body.addEventListener("htmx:wsAfterMessage", function (e) { setLive(e, true); });
 
   // ---- announce finished replies --------------------------------------------------------------
 

@@ -29,9 +29,13 @@ def login(page, base: str, username: str, password: str) -> None:
 
 
 def open_socket(page) -> None:
-    # The socket's first message re-renders the live panels; wait for it before acting.
+    """Wait until the socket is open and its first message, the live panels re-rendered from the
+    database, has landed (static/js/conversation.js marks the socket's element then). An open
+    socket alone is not enough: a step taken before that message lands has its work re-rendered
+    under it (the edit box typed in went back to the text it was served with)."""
     page.wait_for_function("() => { const ws = document.querySelector('[ws-connect]'); "
-                           "return ws && ws['htmx-internal-data'] && ws['htmx-internal-data'].webSocket "
+                           "return ws && ws.dataset.live === 'synced' && ws['htmx-internal-data'] "
+                           "&& ws['htmx-internal-data'].webSocket "
                            "&& ws['htmx-internal-data'].webSocket.socket.readyState === 1; }", timeout=30_000)
 
 
