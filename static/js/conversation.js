@@ -17,13 +17,11 @@
 //   running compressions show their elapsed time; a cancelled queued message returns to an
 //   empty composer.
 // - What the reader opened (a summary, a tool result) stays open, and what they typed in a box
-//   the server re-renders (the *Edit last message* box) stays typed, caret and all, when the
-//   server re-renders the part of the page it is in: every socket (re)connect re-sends the
-//   transcript and the status line, and a page acted on before its socket's first message landed
-//   would otherwise send the text it was served with instead of the one typed.
-// - The socket's element carries data-live="synced" once the first message of its connection
-//   (the whole live state, re-rendered from the database) has landed, and loses it while the
-//   socket is down or reconnecting.
+//   there (the *Edit last message* box) stays typed, caret and all, when the server re-renders
+//   the part of the page it is in (every socket (re)connect re-sends the transcript and the
+//   status line): Resend sends the text typed, never the one the box was served with.
+// - The socket's element has data-live="synced" from the first message of each connection (the
+//   whole live state, re-rendered from the database) until the socket closes.
 // - The composer has the focus when the page opens (its autofocus attribute). A finished
 //   assistant message is announced once through the polite #announcer region (the transcript is
 //   not live: it would read every streamed chunk); replies already on the page, re-sent on a
