@@ -73,11 +73,18 @@ def attachment_remove(request, conversation_id, attachment_id):
 
 def _served(request, attachment_id, *, thumbnail: bool):
     row = attachments.attachment_get_for_user(user=request.user, attachment_id=attachment_id)
+    response = attachment_response(row, thumbnail=thumbnail)
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+def attachment_response(row, *, thumbnail: bool) -> FileResponse:
+    """The stored file (or its thumbnail) of ``row``, an attachment the caller may show; 404 for
+    none, for a thumbnail of what is not an image, and for a file no longer stored."""
     if row is None or (thumbnail and row.kind != "image"):
         raise Http404("No such attachment")
-    file_path = row.thumbnail_path if thumbnail else row.path
     try:
-        handle = open(file_path, "rb")
+        handle = open(row.thumbnail_path if thumbnail else row.path, "rb")
     except OSError:
         raise Http404("The file is no longer stored") from None
     if thumbnail:
@@ -87,7 +94,6 @@ def _served(request, attachment_id, *, thumbnail: bool):
         media_type = row.media_type
     response = FileResponse(handle, content_type=media_type, as_attachment=row.kind != "image", filename=row.name)
     response["X-Content-Type-Options"] = "nosniff"
-    response["Cache-Control"] = "private, max-age=3600"
     return response
 
 

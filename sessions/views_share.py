@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST, require_safe
 from sessions import selectors, transcript
 from sessions.models import Conversation, ShareLink
 from sessions.services import share
+from sessions.views_attachments import attachment_response
 
 ROBOTS = "noindex, nofollow"
 
@@ -107,19 +108,7 @@ def share_page(request, token):
 def _attachment(request, token, attachment_id, *, thumbnail: bool):
     link = _shared(token)
     row = share.shared_attachment(link=link, attachment_id=attachment_id)
-    if row is None or (thumbnail and row.kind != "image"):
-        raise Http404("No such attachment")
-    try:
-        handle = open(row.thumbnail_path if thumbnail else row.path, "rb")
-    except OSError:
-        raise Http404("The file is no longer stored") from None
-    if thumbnail:
-        media_type = "image/png" if handle.read(4) == b"\x89PNG" else "image/jpeg"
-        handle.seek(0)
-    else:
-        media_type = row.media_type
-    response = FileResponse(handle, content_type=media_type, as_attachment=row.kind != "image", filename=row.name)
-    response["X-Content-Type-Options"] = "nosniff"
+    response = attachment_response(row, thumbnail=thumbnail)
     return _public(response)
 
 
