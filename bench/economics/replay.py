@@ -15,9 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.economics.accounting import MODES, Call, summarize
-from bench.economics.workload import MODEL, Workload, build_workload
+from bench.economics.workload import MODEL, Workload, make_workload
 
 CALL_SECONDS = 2.0
+# The hook for cache-aware compaction timing (a product setting that changes when compaction
+# happens): (settings-store group, {False: the values that turn it off, True: those that turn it
+# on}). None while the product has no such setting: then only ``timing=False`` replays run. When set,
+# every replay saves the values of its ``timing``, so replays sharing a database do not inherit one.
+TIMING_SETTING: tuple[str, dict[bool, dict[str, Any]]] | None = None
 
 
 def _fast_tmp() -> str | None:
@@ -114,10 +119,10 @@ def _calls_of(rows, seen: Sequence[Seen], spec: str, billing: str) -> dict[str, 
 
 
 def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | None = None,
-           billing: str = "documented") -> dict[str, Any]:
+           billing: str = "documented", timing: bool = False) -> dict[str, Any]:
     """Run the workload for one strategy spec; return, per mode, its calls and figures. The
     simulator bills in ``billing`` mode (what the product records); the other mode's figures come
-    from the second cache."""
+    from the second cache. ``timing``: with cache-aware compaction timing on (``TIMING_SETTING``)."""
     from django.contrib.auth import get_user_model
     from django.test import override_settings
 
@@ -130,6 +135,8 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
     from sessions.services.turns import turn_submit
     from simulator import SimClock, start_simulator
 
+    if timing and TIMING_SETTING is None:
+        raise ValueError("cache-aware compaction timing is not a product setting yet (replay.TIMING_SETTING)")
     name, ttl = parse_spec(spec)
     clock = SimClock(start=1_000_000.0)
     sim = _recording_simulator(clock, billing)
@@ -143,6 +150,9 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
         ):
             app.conf.task_always_eager = True
             settings_store.save_group("caching", {"strategy": name, "cache_ttl": ttl})
+            if TIMING_SETTING is not None:
+                group, values = TIMING_SETTING
+                settings_store.save_group(group, values[timing])
             user_model = get_user_model()
             user = user_model.objects.create_user(f"bench-{name}-{ttl}-{time.monotonic_ns()}", password=None)
             conversation = Conversation.objects.create(owner=user, provider="simulator", model=MODEL)
@@ -172,7 +182,8 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
     compressions = CompressionEvent.objects.filter(conversation=conversation, status="compressed").count()
     price = get_model(MODEL).price
     seconds = time.perf_counter() - started
-    out: dict[str, Any] = {"spec": spec, "workload": workload.pattern, "failed_turns": failed, "seconds": seconds}
+    out: dict[str, Any] = {"spec": spec, "workload": workload.pattern, "seed": workload.seed, "timing": timing,
+                           "failed_turns": failed, "seconds": seconds}
     for mode, mode_calls in calls.items():
         figures = summarize(mode_calls, price, compressions=compressions)
         figures.update(spec=spec, failed_turns=failed, seconds=seconds)
@@ -194,8 +205,9 @@ def _light(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _replay_in_worker(spec: str, turns: int, pattern: str) -> dict[str, Any]:
-    """One strategy on one workload in a fresh process (own throwaway database)."""
+def _replay_in_worker(spec: str, turns: int, pattern: str, seed: int = 1, timing: bool = False) -> dict[str, Any]:
+    """One strategy on one workload (``make_workload``'s seed ``seed``) in a worker process (its own
+    throwaway database)."""
     _ensure_django()
     _quiet()
-    return _light(replay(spec, build_workload(turns, pattern=pattern)))
+    return _light(replay(spec, make_workload(pattern, seed, turns), timing=timing))

@@ -17,7 +17,8 @@ def _pauses_line(workload: Workload) -> str:
     over5 = sum(1 for p in pauses if p > 300)
     over60 = sum(1 for p in pauses if p > 3600)
     median = sorted(pauses)[len(pauses) // 2] if pauses else 0
-    return (f"{workload.pattern} workload: {len(workload.turns)} turns on {MODEL}, seed {SEEDS[workload.pattern]}; "
+    seed = SEEDS[workload.pattern] if workload.seed is None else workload.seed
+    return (f"{workload.pattern} workload: {len(workload.turns)} turns on {MODEL}, random seed {seed}; "
             f"{over5} of {len(pauses)} pauses > 5 min ({over60} > 1 h), median {median:.0f} s")
 
 
