@@ -17,6 +17,9 @@ from django.utils import timezone
 
 from compression.core.markers import SUMMARY_KEY
 from compression.core.tokens import TOKENS_KEY
+from sessions.models_limits import LimitDefaults as LimitDefaults  # the limits' models, registered with these
+from sessions.models_limits import UsageDay as UsageDay
+from sessions.models_limits import UserLimits as UserLimits
 
 DEFAULT_TITLE = "New conversation"
 

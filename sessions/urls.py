@@ -10,6 +10,7 @@ urlpatterns = [
     path("", include("sessions.views_export")),
     path("", include("sessions.views_import")),
     path("", include("sessions.views_share")),
+    path("", include("sessions.views_usage")),
     path("", views.home, name="home"),
     path("conversations/new", views.conversation_create, name="conversation-create"),
     path("conversations/<uuid:conversation_id>/", views.conversation_detail, name="conversation"),

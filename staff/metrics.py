@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from sessions.models_limits import LIMIT_FIELDS
 from staff import selectors
 from staff.selectors import ANTI_THRASH_LIMIT, FAILED_STATUSES, STATUSES, TRIGGERS
 
@@ -94,6 +95,44 @@ def families(snapshot: dict) -> Iterator[Metric]:
     for level, n in snapshot.get("pressure", {}).items():
         levels.add_metric((level,), float(n))
     yield levels
+    if "usage" in snapshot:
+        yield from usage_families(snapshot["usage"])
+
+
+# Per-user figures: (name, help, the row's attribute).
+_USER_FIGURES = (
+    ("hermes_user_messages_today", "Messages the user sent today (UTC).", "messages_today"),
+    ("hermes_user_input_tokens_today",
+     "Input tokens of the user's model calls today (UTC), the summariser's included.", "input_tokens_today"),
+    ("hermes_user_output_tokens_today",
+     "Output tokens of the user's model calls today (UTC), the summariser's included.", "output_tokens_today"),
+    ("hermes_user_cost_month_usd", "US dollars the user's model calls cost this month (UTC).", "cost_month"),
+)
+
+
+def usage_families(usage: dict) -> Iterator[Metric]:
+    """Use and limits per user (``limits_usage.usage_overview``: the users who used the app this
+    month or have limits of their own, the highest cost first, at most its limit). A per-user
+    family without a sample (no such user, no limit set) is left out."""
+    for name, help_text, attribute in _USER_FIGURES:
+        family = GaugeMetricFamily(name, help_text, labels=("user",))
+        for row in usage["rows"]:
+            family.add_metric((row.username,), float(getattr(row, attribute)))
+        if family.samples:
+            yield family
+    limits = GaugeMetricFamily("hermes_user_limit",
+                               "The limits in force for the user, by limit (absent: no limit; days and months UTC).",
+                               labels=("user", "limit"))
+    for row in usage["rows"]:
+        for field in LIMIT_FIELDS:
+            value = getattr(row.limits, field)
+            if value is not None:
+                limits.add_metric((row.username, field), float(value))
+    if limits.samples:
+        yield limits
+    yield _gauge("hermes_users_at_limit",
+                 "Users who have reached a daily or monthly limit (messages, tokens or money) and cannot send now.",
+                 usage["at_limit"])
 
 
 class HermesCollector(Collector):

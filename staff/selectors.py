@@ -21,6 +21,7 @@ from compression.models import SettingsChange
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
 from sessions.presenters import LEVEL_WORDS, bar, pressures
 from sessions.selectors import active_sessions_by_conversation
+from sessions.services.limits_usage import usage_overview
 from sessions.services.runtime import current_config
 
 PRESSURE_LIMIT = 200
@@ -205,6 +206,7 @@ def metrics_snapshot(*, now: float | None = None, cfg=None) -> dict:
         "sessions": session_flags(now=now),
         "cache": cache_totals(),
         "conversations": Conversation.objects.count(),
+        "usage": usage_overview(),
     }
 
 
@@ -268,4 +270,5 @@ def dashboard(*, cfg, now: float | None = None) -> dict:
         "feasibility": feasibility(cfg),
         "aux_failures": auxiliary_failures(),
         "mcp_servers": mcp_servers(),
+        "usage": usage_overview(),
     }

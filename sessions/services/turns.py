@@ -7,6 +7,9 @@ starts (`sessions.agent.loop`), after every turn before it: one turn at a time p
 in order. The turn row is the source of truth: when the task queue cannot be reached the turn
 stays queued (the user is told) and runs once a worker is handed it again.
 Replaced messages are archived and marked `replaced`, never deleted.
+Every path that queues a turn first takes one send from the user's allowance
+(``sessions.services.limits``) in the same transaction: a send over a limit is refused with the
+reason and the time the user can send again, nothing stored.
 A message may carry attachments uploaded before (``sessions.services.attachments``): the turn
 claims them in its own transaction, or the send is refused with nothing stored; a message with
 attachments may have no text of its own.
@@ -23,7 +26,7 @@ from django.utils import timezone
 from compression.core.hygiene import hygiene_decision
 from sessions import live, selectors
 from sessions.models import Conversation, Message, Session, Turn
-from sessions.services import attachments, pressure, runtime, titles
+from sessions.services import attachments, limits, pressure, runtime, titles
 from sessions.services.compaction import compression_request
 from sessions.services.context import context_messages, context_rows, session_active
 from sessions.services.enqueue import enqueue_fast
@@ -40,9 +43,40 @@ class TurnRejected(Exception):
     """The request cannot be accepted; the text says why and nothing was stored."""
 
 
+class Handover:
+    """A new turn's hand-over to a worker, registered to run when the turn's transaction commits
+    (a worker must find the turn stored). ``notice`` is "" until then; afterwards it is still ""
+    when the task queue took the turn (or a hygiene compaction goes first and hands it over),
+    and holds QUEUE_DOWN_NOTICE when the queue could not be reached: the turn stays queued and
+    runs once the queue is back. The pages open on the conversation are told of the queued turn
+    and of a new title unless the queue could not be reached (the same Redis carries those
+    pushes)."""
+
+    def __init__(self, turn: Turn, *, conversation: Conversation, compaction_first: bool, retitled: bool) -> None:
+        self.turn, self.conversation = turn, conversation
+        self.compaction_first, self.retitled = compaction_first, retitled
+        self.notice = ""
+
+    def __call__(self) -> None:
+        if not self.compaction_first:
+            self.notice = turn_enqueue(self.turn.id)
+            if self.notice:
+                return
+        live.turn_queued(self.turn)
+        if self.retitled:
+            live.title_changed(self.conversation)
+
+
 class Submission(NamedTuple):
+    """An accepted turn. ``notice``: "" when a worker was handed the turn, else what to tell the
+    user (read it once the outermost transaction committed: the hand-over runs then)."""
+
     turn: Turn
-    notice: str  # "" when a worker was handed the turn (or will be on commit)
+    handover: Handover
+
+    @property
+    def notice(self) -> str:
+        return self.handover.notice
 
 
 def hygiene_check(*, conversation: Conversation, session: Session, cfg):
@@ -80,23 +114,24 @@ def _own(user, conversation_id) -> Conversation:
     return conversation
 
 
-def _queue(turn: Turn, *, hygiene: bool, cfg, conversation: Conversation, session: Session) -> dict:
-    """Hand the new turn to a worker on commit (after a hygiene compaction when it fires); the
-    returned dict holds the notice once the commit ran."""
-    outcome = {"notice": ""}
-    if hygiene and hygiene_check(conversation=conversation, session=session, cfg=cfg).fire:
-        # Hygiene compacts first; the turn follows the compression job.
+def _allowance(user) -> None:
+    """Take one send from the user's allowance (inside the transaction that stores the turn)."""
+    try:
+        limits.send_allowance_take(user=user)
+    except limits.LimitReached as exc:
+        raise TurnRejected(exc.text) from None
+
+
+def _queue(turn: Turn, *, hygiene: bool, cfg, conversation: Conversation, session: Session,
+           retitled: bool = False) -> Handover:
+    """Hand the new turn to a worker on commit, after a hygiene compaction when one fires."""
+    compaction_first = hygiene and hygiene_check(conversation=conversation, session=session, cfg=cfg).fire
+    if compaction_first:
+        # Hygiene compacts first; the compression job hands the turn over when it ends.
         compression_request(conversation_id=conversation.id, trigger="hygiene", then_turn=turn.id)
-        transaction.on_commit(lambda: live.turn_queued(turn))
-        return outcome
-
-    def enqueue() -> None:
-        outcome["notice"] = turn_enqueue(turn.id)
-        if not outcome["notice"]:  # the same Redis carries the live pushes: skip them when it is away
-            live.turn_queued(turn)
-
-    transaction.on_commit(enqueue)
-    return outcome
+    handover = Handover(turn, conversation=conversation, compaction_first=compaction_first, retitled=retitled)
+    transaction.on_commit(handover)
+    return handover
 
 
 def turn_submit(*, user, conversation_id, text: str, attachment_ids=()) -> Submission:
@@ -110,6 +145,7 @@ def turn_submit(*, user, conversation_id, text: str, attachment_ids=()) -> Submi
     text = _checked_text(text, may_be_empty=bool(ids))
     cfg = runtime.current_config()
     with transaction.atomic():
+        _allowance(user)
         session = session_active(conversation)
         turn = Turn.objects.create(conversation=conversation, text=text)
         try:
@@ -123,10 +159,8 @@ def turn_submit(*, user, conversation_id, text: str, attachment_ids=()) -> Submi
             conversation.title = titles.title_from_message(text or ", ".join(
                 turn.attachments.order_by("id").values_list("name", flat=True)))
         conversation.save(update_fields=["last_activity_at", "title"])
-        outcome = _queue(turn, hygiene=True, cfg=cfg, conversation=conversation, session=session)
-        if retitled:  # after the enqueue: pushed only when the queue (and so Redis) answered
-            transaction.on_commit(lambda: outcome["notice"] or live.title_changed(conversation))
-    return Submission(turn, outcome["notice"])
+        handover = _queue(turn, hygiene=True, cfg=cfg, conversation=conversation, session=session, retitled=retitled)
+    return Submission(turn, handover)
 
 
 def turn_cancel(*, user, conversation_id, turn_id) -> Turn:
@@ -180,12 +214,13 @@ def turn_regenerate(*, user, conversation_id) -> Submission:
     """Answer the last user message again; the reply it replaces is archived (kept, shown as replaced)."""
     conversation = _own(user, conversation_id)
     with transaction.atomic():
+        _allowance(user)  # the user's lock before the conversation's, on every path
         session, last = _last_exchange(conversation)
         context_rows(session).filter(seq__gt=last.seq).update(archived=True, replaced=True)
         turn = Turn.objects.create(conversation=conversation, kind="regenerate", user_message=last)
         transaction.on_commit(lambda: live.transcript_changed(conversation))
-        outcome = _queue(turn, hygiene=False, cfg=None, conversation=conversation, session=session)
-    return Submission(turn, outcome["notice"])
+        handover = _queue(turn, hygiene=False, cfg=None, conversation=conversation, session=session)
+    return Submission(turn, handover)
 
 
 def turn_retry(*, user, conversation_id) -> Submission:
@@ -208,11 +243,12 @@ def turn_edit(*, user, conversation_id, text: str) -> Submission:
     conversation = _own(user, conversation_id)
     text = _checked_text(text)
     with transaction.atomic():
+        _allowance(user)
         session, last = _last_exchange(conversation)
         _replace_from(session, last)
         turn = Turn.objects.create(conversation=conversation, kind="edit", text=text)
         conversation.last_activity_at = timezone.now()
         conversation.save(update_fields=["last_activity_at"])
         transaction.on_commit(lambda: live.transcript_changed(conversation))
-        outcome = _queue(turn, hygiene=False, cfg=None, conversation=conversation, session=session)
-    return Submission(turn, outcome["notice"])
+        handover = _queue(turn, hygiene=False, cfg=None, conversation=conversation, session=session)
+    return Submission(turn, handover)
