@@ -51,9 +51,11 @@ timed = start=$$(date +%s); $(2); rc=$$?; line="$(1): $$(( $$(date +%s) - start 
 INTEGRATION := $(PYTEST) -n 3 --dist loadfile --durations=12 -m
 
 # Fast tests whose subject depends on the backend (the database's own full-text search, FTS5 or
-# tsvector, trigrams or pg_trgm; a conversation exported and imported whole, with its search text):
+# tsvector, trigrams or pg_trgm; a conversation exported and imported whole, with its search text;
+# per-user limits, whose counting under concurrent sends rests on the backend's locking):
 # run again on DATABASE_URL when it is set.
-BACKEND_TESTS := tests/web/test_recall_index.py tests/web/test_recall_suggest.py tests/web/test_conversation_export_import.py
+BACKEND_TESTS := tests/web/test_recall_index.py tests/web/test_recall_suggest.py tests/web/test_conversation_export_import.py \
+	tests/web/test_limits.py tests/web/test_limits_concurrency.py
 
 test: $(VENV)/.dev browser-deps sandbox-deps
 	@mkdir -p artifacts; rm -f $(TIMES)
@@ -68,6 +70,9 @@ gates: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	env -u DATABASE_URL $(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/mypy
+	$(VENV)/bin/vulture hermes_web sessions compression llm simulator staff plugins vulture_whitelist.py \
+	  --min-confidence 60 --exclude "*/migrations/*,hermes_web/settings.py" \
+	  --ignore-decorators "@admin.register,@admin.action,@admin.display,@register,@receiver,@shared_task,@*.connect"
 
 test-fast: $(VENV)/.dev sandbox-deps
 	env -u DATABASE_URL $(PYTEST) -n auto -m "not integration"

@@ -37,7 +37,8 @@ class FinalContext:
 
 
 @contextmanager
-def agent_stage(engine_name: str, username: str, model: str) -> Iterator[Stage]:
+def agent_stage(engine_name: str, username: str, model: str, *, clock=None) -> Iterator[Stage]:
+    """A conversation on a fresh simulator (on ``clock``, a ``SimClock``, when given)."""
     from django.contrib.auth import get_user_model
     from django.test import override_settings
 
@@ -47,7 +48,7 @@ def agent_stage(engine_name: str, username: str, model: str) -> Iterator[Stage]:
     from sessions.services.context import session_start
     from simulator import start_simulator
 
-    server = start_simulator()
+    server = start_simulator(clock=clock) if clock is not None else start_simulator()
     eager = app.conf.task_always_eager
     try:
         with override_settings(HERMES_SIMULATOR_URL=server.base_url,

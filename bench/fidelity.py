@@ -22,11 +22,13 @@ tokens after ≥ 3 compactions; the tools ≤ 50 ms p50.
 
 ``--exam independent`` plays the independent exam instead (``bench/exam_independent/``, scored
 by ``bench/fidelity_independent.py``: closed- and open-book on the planting message's reference,
-both question wordings, three padding seeds, anchor precision); its options are ``--seeds`` and
-``--conversations``; ``--grader``, ``--shapes`` and the latency options are the fidelity exam's.
+both question wordings, three padding seeds, anchor precision); its options are ``--seeds``,
+``--conversations``, ``--timing off|on|both`` (cache-aware compaction timing) and ``--pauses``
+(none, or a cache-economics workload's pauses between the turns); ``--grader``, ``--shapes`` and the latency options are the fidelity exam's.
 
 Run: .venv/bin/python bench/fidelity.py [--quick] [--no-postgres] [--postgres-url URL] [--grader simulator]
      .venv/bin/python bench/fidelity.py --exam independent [--quick] [--seeds 1 2 3] [--jobs 1]
+         [--timing off|on|both] [--pauses none|steady|bursty|sparse|day|rapid|chat]
 """
 from __future__ import annotations
 
@@ -234,7 +236,7 @@ def _run_job(job: tuple[str, str, dict[str, int], str | None]) -> Run:
     return run
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one small conversation (and 2,000 archived messages; the independent exam: one seed)")
     parser.add_argument("--shapes", nargs="*", choices=sorted(SHAPES), default=None)
@@ -252,12 +254,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="independent exam: the padding seeds (default 1 2 3; one with --quick)")
     parser.add_argument("--conversations", nargs="+", choices=fidelity_independent.CONVERSATIONS, default=None,
                         help="independent exam: the conversations played (default all; one with --quick)")
+    parser.add_argument("--timing", choices=fidelity_independent.TIMING_CHOICES, default="off",
+                        help="independent exam: cache-aware compaction timing off (default), on, or both "
+                             "(each engine both ways on the same scripts, rows '<engine>+timing')")
+    parser.add_argument("--pauses", choices=fidelity_independent.PAUSE_CHOICES, default="none",
+                        help="independent exam: the pauses between turns: none (default), or a cache-economics "
+                             "workload's at the exam's seed, played on a simulated clock")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="conversations played at once, each in its own process and database")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.exam != "independent" and (args.timing != "off" or args.pauses != "none"):
+        parser.error("--timing and --pauses are options of --exam independent")
     if args.exam == "independent":
         return fidelity_independent.main(quick=args.quick, seeds=args.seeds, conversations=args.conversations,
-                                         jobs=args.jobs)
+                                         jobs=args.jobs, timing=args.timing, pauses=args.pauses)
     shapes = args.shapes or (QUICK["shapes"] if args.quick else tuple(SHAPES))
     sizes = {"facts": QUICK["facts"], "target_tokens": QUICK["target_tokens"]} if args.quick else {}
     n_latency = args.latency_messages or (QUICK["latency_messages"] if args.quick else fidelity_latency.MESSAGES)

@@ -45,12 +45,20 @@ The table gives each figure as the median and min–max over the seeds, an "all"
 with the subject words ≥ 95 %, context ≤ 25 % of the uncompacted tokens) and lcm's closed-book
 misses per kind of fact.
 
+Cache-aware compaction timing (``bench/independent_timing.py``): ``--timing on`` plays each
+engine with ``compression.idle_compaction`` on (rows ``<engine>+timing``), ``both`` plays it both
+ways on the same scripts; ``--pauses <workload>`` plays a cache-economics workload's pauses
+between the turns on a simulated clock shared by the simulator and the product, so a return after
+the prompt cache expired can be compacted first (trigger ``idle``). The table then compares
+closed-book and open-book recall with and without the timing, per engine and per seed.
+
 The modules: ``bench/independent_exam.py`` (the exam), ``bench/independent_padding.py`` (the
 seeded padding and the script), ``bench/independent_scoring.py`` (the pure scoring, ``Run``),
-``bench/independent_table.py`` (the table); this one plays the scripts through the agent loop
-and runs the whole.
+``bench/independent_table.py`` (the table), ``bench/independent_timing.py`` (pauses, clock and
+timing settings); this one plays the scripts through the agent loop and runs the whole.
 
 Run: .venv/bin/python bench/fidelity.py --exam independent [--quick] [--seeds 1 2 3]
+     [--timing off|on|both] [--pauses none|steady|bursty|sparse|day|rapid|chat]
 """
 from __future__ import annotations
 
@@ -61,6 +69,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bench import independent_timing
 from bench.independent_exam import CONVERSATIONS as CONVERSATIONS
 from bench.independent_exam import EXAM_DIR as EXAM_DIR
 from bench.independent_exam import Exam as Exam
@@ -91,6 +100,10 @@ from bench.independent_table import TARGETS as TARGETS
 from bench.independent_table import Row as Row
 from bench.independent_table import print_table as print_table
 from bench.independent_table import rows as rows
+from bench.independent_table import timing_lines as timing_lines
+from bench.independent_timing import PAUSE_CHOICES as PAUSE_CHOICES
+from bench.independent_timing import TIMING_CHOICES as TIMING_CHOICES
+from bench.independent_timing import pause_sequence as pause_sequence
 from compression.core.anchors import Anchor, extract_anchors
 
 SEEDS = (1, 2, 3)
@@ -135,19 +148,29 @@ def _context_of(session, planting_texts: Mapping[str, str]) -> Context:
     return Context(live, tuple(anchors))
 
 
-def play(script: Script, exam: Exam, engine_name: str) -> Run:
-    """Play ``script`` through the agent loop with ``engine_name``, then score every fact."""
-    from bench.agent_stage import agent_stage, final_context
+def play(script: Script, exam: Exam, engine_name: str, *, timing: bool = False,
+         pauses: Sequence[float] | None = None) -> tuple[Run, int, str]:
+    """Play ``script`` through the agent loop with ``engine_name``, then score every fact; with
+    ``pauses`` (seconds before each turn) on a clock moved forward by them, and with cache-aware
+    compaction ``timing`` on or off. The run, its number of idle compactions and the prompt cache
+    it played on (``independent_timing.cache_note``)."""
+    from bench.agent_stage import final_context
     from sessions.models import CompressionEvent, Message
     from sessions.services.recall import message_text, ref_of
     from sessions.services.turns import turn_submit
 
+    if pauses is not None and len(pauses) != len(script.steps):
+        raise ValueError(f"{len(pauses)} pauses for {len(script.steps)} turns")
     started = time.perf_counter()
-    with agent_stage(engine_name, f"exam-{script.shape}-{engine_name}-{script.seed}", MODEL) as stage:
+    name = independent_timing.label(engine_name, timing)
+    with independent_timing.timed_stage(engine_name, f"exam-{script.shape}-{engine_name}-{script.seed}", MODEL,
+                                        timing=timing, paused=pauses is not None) as (stage, sim_clock):
         user, row = stage.user, stage.conversation
         failed = 0
         planting: dict[str, Message | None] = {}
-        for step in script.steps:
+        for n, step in enumerate(script.steps):
+            if sim_clock is not None and pauses and pauses[n]:
+                sim_clock.advance(pauses[n])
             if step.file is not None:
                 path = row.workspace / step.file[0]
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,7 +193,8 @@ def play(script: Script, exam: Exam, engine_name: str) -> Run:
             answer = json.loads(engine.handle_tool_call(SEARCH_TOOL, {"query": query, "limit": SEARCH_LIMIT}))
             return list(answer.get("results") or [])
 
-        run = Run(shape=script.shape, engine=engine_name, seed=script.seed, searched=searched,
+        idle, cache = independent_timing.idle_compactions(row), independent_timing.cache_note(final.cfg, row)
+        run = Run(shape=script.shape, engine=name, seed=script.seed, searched=searched,
                   turns=len(script.steps), failed_turns=failed,
                   compactions=CompressionEvent.objects.filter(conversation=row, status="compressed").count(),
                   context_tokens=final.context_tokens, uncompacted_tokens=final.uncompacted_tokens,
@@ -195,21 +219,27 @@ def play(script: Script, exam: Exam, engine_name: str) -> Run:
         run.fact_bearing, run.exam_value = anchor_precision(context.anchors, exam.answers,
                                                             [i.text for i in exam.items])
     run.seconds = time.perf_counter() - started
-    return run
+    return run, idle, cache
 
 
-def _run_job(job: tuple[str, str, int, Padding]) -> Run:
-    """One conversation, one engine, one seed (in a worker process: its own throwaway database)."""
+Job = tuple[str, str, int, Padding, bool, str]  # conversation, engine, seed, padding, timing, pauses
+
+
+def _run_job(job: Job) -> tuple[Run, int, str]:
+    """One conversation, one engine, one seed, timing on or off (in a worker process: its own
+    throwaway database)."""
     from bench import fidelity_latency
 
-    shape, engine, seed, padding = job
+    shape, engine, seed, padding, timing, pauses = job
     _ensure_django()
     fidelity_latency.quiet()
     exam = load_exam(shape)
-    run = play(build_script(exam, seed, padding), exam, engine)
-    print(f"  {shape}/{engine}/seed {seed}: {run.turns} turns, {run.compactions} compactions, "
-          f"{run.failed_turns} failed, {run.seconds:.0f} s", file=sys.stderr, flush=True)
-    return run
+    script = build_script(exam, seed, padding)
+    waits = None if pauses == "none" else pause_sequence(pauses, seed, len(script.steps))
+    run, idle, cache = play(script, exam, engine, timing=timing, pauses=waits)
+    print(f"  {shape}/{run.engine}/seed {seed}: {run.turns} turns, {run.compactions} compactions "
+          f"({idle} idle), {run.failed_turns} failed, {run.seconds:.0f} s", file=sys.stderr, flush=True)
+    return run, idle, cache
 
 
 def _ensure_django() -> None:
@@ -228,18 +258,45 @@ def _ensure_django() -> None:
 # --- Running -------------------------------------------------------------------------------------
 
 def main(*, quick: bool = False, seeds: Sequence[int] | None = None, conversations: Sequence[str] | None = None,
-         jobs: int = 1) -> dict[str, Any]:
+         jobs: int = 1, timing: str = "off", pauses: str = "none") -> dict[str, Any]:
+    """``timing``: off, on or both (``TIMING_CHOICES``); ``pauses``: none or a cache-economics
+    workload whose pauses are played between the turns (``PAUSE_CHOICES``)."""
+    if timing not in TIMING_CHOICES:
+        raise ValueError(f"timing must be one of {', '.join(TIMING_CHOICES)}")
+    if pauses not in PAUSE_CHOICES:
+        raise ValueError(f"pauses must be one of {', '.join(PAUSE_CHOICES)}")
     shapes = tuple(conversations or (QUICK["conversations"] if quick else CONVERSATIONS))
     seeds = tuple(seeds or (QUICK["seeds"] if quick else SEEDS))
     padding = QUICK_PADDING if quick else PADDING
-    work = [(shape, engine, seed, padding) for seed in seeds for shape in shapes for engine in ENGINES]
+    work: list[Job] = [(shape, engine, seed, padding, timed, pauses) for seed in seeds for shape in shapes
+                       for engine in ENGINES for timed in independent_timing.timing_variants(timing)]
     if jobs > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            runs = list(pool.map(_run_job, work))
+            played = list(pool.map(_run_job, work))
     else:
-        runs = [_run_job(job) for job in work]
-    print_table(runs)
-    return {"runs": runs, "rows": rows(runs)}
+        played = [_run_job(job) for job in work]
+    runs = [run for run, _, _ in played]
+    idle = {(run.shape, run.engine, run.seed): n for run, n, _ in played}
+    caches = sorted({cache for _, _, cache in played})
+    print_table(runs, idle=idle, pauses=pause_notes(pauses, shapes, seeds, padding, caches))
+    return {"runs": runs, "rows": rows(runs), "idle": idle}
+
+
+def pause_notes(pauses: str, shapes: Sequence[str], seeds: Sequence[int], padding: Padding,
+                caches: Sequence[str] = ()) -> list[str]:
+    """The pauses played (one line per conversation and seed) and the prompt caches they were
+    played on (none: no line)."""
+    if pauses == "none":
+        return []
+    out = [f"Pauses before the turns: the cache-economics '{pauses}' workload's, at the exam's seed; "
+           f"prompt cache: {', '.join(caches) or 'unknown'}"]
+    for shape in shapes:
+        exam = load_exam(shape)
+        for seed in seeds:
+            turns = len(build_script(exam, seed, padding).steps)
+            out.append(f"{shape}/seed {seed}: "
+                       + independent_timing.pause_summary(pause_sequence(pauses, seed, turns)))
+    return out

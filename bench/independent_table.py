@@ -1,16 +1,20 @@
 """The independent exam's table: the runs pooled per conversation and engine (and "all" pooled over
 the conversations), each figure as the median and min–max over the seeds, then the lcm targets and
-lcm's closed-book misses per kind of fact. Printing only: the same runs give the same table.
+lcm's closed-book misses per kind of fact. An engine played with cache-aware compaction timing is
+a row of its own (``lcm+timing``), after the engine; when both were played, the recall with and
+without the timing is compared per engine (median over the seeds, and per seed). Printing only:
+the same runs give the same table.
 """
 from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bench.independent_exam import CONVERSATIONS
 from bench.independent_scoring import Run
+from bench.independent_timing import base_engine, engine_order, label
 
 ENGINES = ("compressor", "lcm")  # the engines played, in the table's order
 MIN_COMPACTIONS = 3
@@ -62,16 +66,22 @@ def _pool(conversation: str, engine: str, runs: Sequence[Run]) -> Row:
                [share(g, "fact_bearing") for g in groups], [share(g, "exam_value") for g in groups])
 
 
+def _engines(runs: Sequence[Run]) -> list[str]:
+    """The engine labels played, in the table's order (each engine, then its ``+timing`` run)."""
+    return [e for e in engine_order(ENGINES) if any(r.engine == e for r in runs)]
+
+
 def rows(runs: Sequence[Run]) -> list[Row]:
     out = []
     shapes = [s for s in CONVERSATIONS if any(r.shape == s for r in runs)]
+    engines = _engines(runs)
     for shape in shapes:
-        for engine in ENGINES:
+        for engine in engines:
             mine = [r for r in runs if r.shape == shape and r.engine == engine]
             if mine:
                 out.append(_pool(shape, engine, mine))
     if len(shapes) > 1:
-        for engine in ENGINES:
+        for engine in engines:
             mine = [r for r in runs if r.engine == engine]
             if mine:
                 out.append(_pool("all", engine, mine))
@@ -113,11 +123,47 @@ def _miss_kinds(runs: Sequence[Run]) -> None:
               + "  ".join(f"{count[c]:>13}" for c in causes))
 
 
-def print_table(runs: Sequence[Run]) -> None:
+def _change(without: float, with_: float) -> str:
+    return f"{_pct(without)} → {_pct(with_)} ({100 * (with_ - without):+.1f})"
+
+
+def timing_lines(runs: Sequence[Run], idle: Mapping[tuple[str, str, int], int] | None = None) -> list[str]:
+    """Per engine played both ways: closed-book and open-book recall (each seed's facts pooled
+    over the conversations) without → with the timing, the median over the seeds and each seed,
+    and the idle compactions of the timed runs."""
+    out = []
+    for engine in ENGINES:
+        plain = [r for r in runs if r.engine == engine]
+        timed = [r for r in runs if r.engine == label(engine, True)]
+        seeds = sorted({r.seed for r in plain} & {r.seed for r in timed})
+        if not seeds:
+            continue
+        a = _pool("all", engine, [r for r in plain if r.seed in seeds])
+        b = _pool("all", label(engine, True), [r for r in timed if r.seed in seeds])
+        figures = [("closed-book", a.closed, b.closed)]
+        if a.searched and b.searched:
+            figures += [("open (subject)", a.open_subject, b.open_subject), ("open (other)", a.open_other, b.open_other)]
+        out.append(f"{engine} → {b.engine}, median over the seeds: " + "; ".join(
+            f"{name} {_change(statistics.median(x), statistics.median(y))}" for name, x, y in figures))
+        for i, seed in enumerate(seeds):
+            out.append(f"  seed {seed}: " + "; ".join(f"{name} {_change(x[i], y[i])}" for name, x, y in figures))
+        if idle is not None:
+            counts = [sum(n for (_, e, s), n in idle.items() if e == b.engine and s == seed) for seed in seeds]
+            out.append(f"  idle compactions of {b.engine} (all conversations), per seed: "
+                       + ", ".join(f"seed {seed}: {n}" for seed, n in zip(seeds, counts)))
+    return out
+
+
+def print_table(runs: Sequence[Run], *, idle: Mapping[tuple[str, str, int], int] | None = None,
+                pauses: Sequence[str] = ()) -> None:
+    """``idle``: the idle compactions per (conversation, engine label, seed); ``pauses``: lines on
+    the pauses played between the turns (none: the turns follow each other at once)."""
     seeds = sorted({r.seed for r in runs})
     print(f"\nIndependent exam after compaction — real agent loop on the simulator's 64k model, seeds "
           f"{' '.join(map(str, seeds))}: median (min–max) over the seeds; scores and shares in %")
-    head = (f"{'conversation':<12} {'engine':<10} {'facts':>5}  {'closed-book':<18}{'open (subject)':<18}"
+    for line in pauses:
+        print(line)
+    head = (f"{'conversation':<12} {'engine':<18} {'facts':>5}  {'closed-book':<18}{'open (subject)':<18}"
             f"{'open (other)':<18}{'context share':<18}{'tokens: context / uncompacted':<31}{'compactions':<12}"
             f"{'anchors':<15}{'fact-bearing':<18}exam-value")
     print(head)
@@ -125,7 +171,7 @@ def print_table(runs: Sequence[Run]) -> None:
     for row in rows(runs):
         opened = (lambda v: _spread(v, _pct)) if row.searched else (lambda v: "—")
         tokens = f"{_num(statistics.median(row.context_tokens))} / {_num(statistics.median(row.uncompacted_tokens))}"
-        print(f"{row.conversation:<12} {row.engine:<10} {row.facts:>5}  {_spread(row.closed, _pct):<18}"
+        print(f"{row.conversation:<12} {row.engine:<18} {row.facts:>5}  {_spread(row.closed, _pct):<18}"
               f"{opened(row.open_subject):<18}{opened(row.open_other):<18}{_spread(row.share, _pct):<18}"
               f"{tokens:<31}{_spread(row.compactions, _num):<12}{_spread(row.anchors, _num):<15}"
               f"{_spread(row.fact_bearing, _pct):<18}{_spread(row.exam_value, _pct)}")
@@ -139,23 +185,33 @@ def print_table(runs: Sequence[Run]) -> None:
         if r.unplanted or r.failed_turns:
             print(f"WARNING: {r.shape}/{r.engine}/seed {r.seed}: {r.failed_turns} failed turns; planting message "
                   f"without its answer: {', '.join(r.unplanted) or 'none'}")
-    lcm = [r for r in runs if r.engine == "lcm"]
-    if not lcm:
-        return
-    pooled = _pool("all", "lcm", lcm)
+    compared = timing_lines(runs, idle)
+    if compared:
+        print("\nCache-aware compaction timing, recall without → with it (each seed's facts pooled over the "
+              "conversations; in %, the change in points):")
+        for line in compared:
+            print(line)
+    for engine in _engines(runs):
+        if base_engine(engine) == "lcm":
+            _lcm_report(engine, [r for r in runs if r.engine == engine])
+
+
+def _lcm_report(engine: str, lcm: Sequence[Run]) -> None:
+    """The lcm targets, its compactions and its closed-book misses per kind of fact."""
+    pooled = _pool("all", engine, lcm)
     print()
-    for label, value, target, at_most in (
+    for name, value, target, at_most in (
             ("closed-book", statistics.median(pooled.closed), TARGETS["closed"], False),
             ("open-book (subject words)", statistics.median(pooled.open_subject), TARGETS["open_subject"], False),
             ("context share of the uncompacted tokens", max(r.share for r in lcm), TARGETS["context_share"], True)):
         met = value <= target if at_most else value >= target
-        print(f"Target lcm {label} {'≤' if at_most else '≥'} {target:.0%}: {'met' if met else 'NOT met'} "
+        print(f"Target {engine} {name} {'≤' if at_most else '≥'} {target:.0%}: {'met' if met else 'NOT met'} "
               f"({value:.1%}, {'the largest share of any run' if at_most else 'the median over the seeds'})")
     fewest = min(r.compactions for r in lcm)
-    print(f"Compactions of every lcm run: {fewest} at least "
+    print(f"Compactions of every {engine} run: {fewest} at least "
           f"({'the' if fewest >= MIN_COMPACTIONS else 'fewer than the'} {MIN_COMPACTIONS} the exam is sized for)")
     if any(r.indexed for r in lcm):
-        print("\nlcm closed-book misses per kind of fact (all conversations and seeds). not extracted: the extractor\n"
-              "takes no value holding the answer from the planting message; other ref: the index holds the answer\n"
-              "only under another message's reference; dropped: extracted, not in the final index")
+        print(f"\n{engine} closed-book misses per kind of fact (all conversations and seeds). not extracted:\n"
+              "the extractor takes no value holding the answer from the planting message; other ref: the index\n"
+              "holds the answer only under another message's reference; dropped: extracted, not in the final index")
         _miss_kinds([r for r in lcm if r.indexed])

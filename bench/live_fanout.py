@@ -4,12 +4,12 @@ For 1, 50 and 200 concurrent websockets (each watching its own conversation, spr
 users) it prints p50/p99 latency and the fraction of events delivered, on four paths:
 
 - product: worker stream (the product's live path): one ``bench.fanout_tasks.stream_events`` task
-  runs in the Celery worker like N active agent turns: each round it broadcasts one text delta
-  (the product's ``_stream_delta.html`` fragment) to every conversation back to back through
-  ``sessions.events.broadcast``, then sleeps ``--interval`` (the product's 50 ms delta flush).
-  Each delta carries its id and the ``time.time()`` taken right before its broadcast; the latency
-  is the socket's arrival ``time.time()`` minus that stamp. Daphne's ``ConversationConsumer``
-  relays it;
+  runs in the Celery worker like N active agent turns: each round it pushes one text delta to
+  every conversation through ``sessions.live.stream_deltas`` (one channel-layer batch;
+  ``--one-by-one``: one ``sessions.live.stream_delta`` per delta, back to back), then sleeps
+  ``--interval`` (the product's 50 ms delta flush). Each delta carries its id and the
+  ``time.time()`` taken right before its push; the latency is the socket's arrival ``time.time()``
+  minus that stamp. Daphne's ``ConversationConsumer`` relays it;
 - product: task per event: the benchmark enqueues one ``sessions.tasks.conversation_notify`` per
   event (the time is taken right before the enqueue): Celery's per-task dispatch on 4 threads,
   not how a turn's deltas travel; kept for comparison;
@@ -42,6 +42,7 @@ The parts live in bench/fanout/: ``environment`` (variables, seeding, Redis figu
 bench/fanout_tasks.py.
 
 Run: .venv/bin/python bench/live_fanout.py [--sizes 1,50,200] [--rounds 20,20,8] [--interval 0.05]
+     [--one-by-one]
 """
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ WORKER_ARGS = ["--include", "bench.fanout_tasks"]
 
 def run(*, sizes: tuple[int, ...] = SIZES, rounds: dict[int, int] | None = None, timeout: float = TIMEOUT,
         pause: float = PAUSE, interval: float = STREAM_INTERVAL, users: int = USERS, keep: bool = False,
-        log=print) -> dict:
+        one_by_one: bool = False, log=print) -> dict:
     """Start the stack, measure, print the table; return the figures. Every process is stopped."""
     import redis
 
@@ -119,7 +120,7 @@ def run(*, sizes: tuple[int, ...] = SIZES, rounds: dict[int, int] | None = None,
             f"on {os.cpu_count()} CPUs")
 
         redis_client = redis.Redis.from_url(env["REDIS_URL"])
-        publisher = Publisher(env["REDIS_URL"])
+        publisher = Publisher(env["REDIS_URL"], one_by_one=one_by_one)
         result = asyncio.run(measure(web_port=web_port, floor_port=floor_port, seeded=seeded, publisher=publisher,
                                      redis_client=redis_client, redis_port=redis_port,
                                      pids={**{name: proc.pid for name, proc in stack.procs.items() if name != "redis"},
@@ -154,6 +155,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="seconds between the worker stream's rounds of deltas")
     parser.add_argument("--users", type=int, default=USERS)
     parser.add_argument("--keep", action="store_true", help="keep the data folder and process logs")
+    parser.add_argument("--one-by-one", action="store_true",
+                        help="the worker stream pushes each delta alone instead of a round in one batch")
     args = parser.parse_args(argv)
     sizes = tuple(int(s) for s in args.sizes.split(",") if s)
     rounds = None
@@ -161,7 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
         counts = [int(s) for s in args.rounds.split(",") if s]
         rounds = dict(zip(sizes, counts + [counts[-1]] * (len(sizes) - len(counts))))
     return run(sizes=sizes, rounds=rounds, timeout=args.timeout, pause=args.pause, interval=args.interval,
-               users=args.users, keep=args.keep)
+               users=args.users, keep=args.keep, one_by_one=args.one_by_one)
 
 
 def _terminate(signum, frame):

@@ -219,13 +219,6 @@ class AgentSettingsForm(GroupSettingsForm):
         return cleaned
 
 
-GROUP_FORMS: dict[str, type[GroupSettingsForm]] = {
-    f.group: f
-    for f in (CompressionSettingsForm, AuxiliarySettingsForm, PromptCachingSettingsForm, ContextEngineSettingsForm,
-              ModelDefaultsForm, AgentSettingsForm)
-}
-
-
 class ConfigImportForm(forms.Form):
     """Upload a config.yaml or paste its text."""
 

@@ -23,9 +23,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from compression.core import registry
 from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH
 from llm.models import DEFAULT_MODELS, REAL_MODELS, ModelCatalog, get_model
+from llm.routes import EndpointSettings, default_route
 
 # --- The main model -----------------------------------------------------------------------------
 
@@ -157,18 +160,12 @@ class ConnectionResult:
 
 
 def _env() -> dict[str, str]:
-    from django.conf import settings
-
     return {**os.environ, "ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY or ""}
 
 
 def _aux_call_route(aux: Mapping[str, Any], main: Any) -> tuple[str, str, str, str]:
     """(provider, base URL, key, model) the summariser would call, as ``sessions.services.runtime``
     resolves it, for a conversation on the admin's default route."""
-    from django.conf import settings
-
-    from llm.routes import EndpointSettings, default_route
-
     name, base_url, key = str(aux.get("provider") or "auto"), str(aux.get("base_url") or ""), aux.get("api_key") or ""
     model = str(aux.get("model") or "")
     if name in ("auto", "main"):

@@ -84,7 +84,9 @@ def current() -> RuntimeConfig:
     LEFT JOINed onto one seed row; pages that show several panels stay cheap without a cache."""
     from django.db import connection
 
-    selects, joins, columns = [], [], []
+    selects: list[str] = []
+    joins: list[str] = []
+    columns: list[tuple[str, str | None, Any]] = []  # (group, field name or None for the row's pk, field)
     for i, group in enumerate(GROUPS):
         model = SETTINGS_MODELS[group]
         alias, table = f"g{i}", connection.ops.quote_name(model._meta.db_table)
@@ -101,12 +103,12 @@ def current() -> RuntimeConfig:
         cursor.execute(sql, [SETTINGS_MODELS[g].SINGLETON_PK for g in GROUPS])
         raw = cursor.fetchone()
     rows: dict[str, dict[str, Any] | None] = {}
-    for (group, name, field), value in zip(columns, raw):
-        if name is None:
+    for (group, field_name, field), value in zip(columns, raw):
+        if field_name is None:
             rows[group] = None if value is None else {}
-        elif rows[group] is not None:
-            rows[group][name] = _from_db(field, value, connection)
-    return RuntimeConfig(**{g: build_group(g) if rows[g] is None else _tolerant(g, rows[g]) for g in GROUPS})
+        elif (row := rows[group]) is not None:
+            row[field_name] = _from_db(field, value, connection)
+    return RuntimeConfig(**{g: build_group(g) if (row := rows[g]) is None else _tolerant(g, row) for g in GROUPS})
 
 
 def _from_db(field, value, connection):

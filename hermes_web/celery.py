@@ -11,8 +11,12 @@ import threading
 
 from celery import Celery
 from celery.signals import task_postrun, worker_ready, worker_shutdown
+from django.conf import settings
+from django.db import connection, reset_queries
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
+
+from hermes_web.probes import WORKER_HEARTBEAT_PREFIX, WORKER_HEARTBEAT_TTL, redis_client
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_web.settings")
 
@@ -62,10 +66,6 @@ _stop = threading.Event()
 
 
 def _heartbeat_loop(hostname: str) -> None:
-    from django.conf import settings
-
-    from hermes_web.probes import WORKER_HEARTBEAT_PREFIX, WORKER_HEARTBEAT_TTL, redis_client
-
     client = redis_client(settings.REDIS_URL)
     key = WORKER_HEARTBEAT_PREFIX + hostname
     while not _stop.is_set():
@@ -90,8 +90,6 @@ def _forget_queries(**kwargs) -> None:
     Django fixup closes connections after a task but keeps their logs: each pool thread's log
     filled up, and the worker's RSS with it (bench/soak.py --debug: 264 MB after 6 minutes
     without this, 233 MB with it, as with DEBUG off)."""
-    from django.db import reset_queries
-
     reset_queries()
 
 
@@ -99,8 +97,9 @@ def _sweep_loop() -> None:
     """The stale-work sweep of this worker (sessions.services.sweep), every HERMES_SWEEP_INTERVAL
     seconds; the first pass comes after a random part of an interval, so workers started together
     do not sweep in step."""
-    from django.db import connection, reset_queries
-
+    # The sessions modules here are imported in the worker's threads, not at the top: this module
+    # is loaded with the settings (hermes_web/__init__.py), before Django's apps are, and they
+    # import models.
     from sessions.services.sweep import broker_client, sweep_interval, sweep_once
 
     interval = sweep_interval()
@@ -122,7 +121,7 @@ def _sweep_loop() -> None:
 def _mcp_loop() -> None:
     """The worker's MCP servers: connected (and their tools listed) now, again whenever an admin
     changes or reloads one, closed when one is switched off (sessions.agent.tools.mcp.client)."""
-    from sessions.agent.tools.mcp.client import watch_forever
+    from sessions.agent.tools.mcp.client import watch_forever  # as in _sweep_loop
 
     watch_forever(_stop)
 
@@ -138,6 +137,6 @@ def _start_heartbeat(sender=None, **kwargs) -> None:
 @worker_shutdown.connect
 def _stop_heartbeat(**kwargs) -> None:
     _stop.set()
-    from sessions.agent.tools.mcp.client import CLIENTS
+    from sessions.agent.tools.mcp.client import CLIENTS  # as in _sweep_loop
 
     CLIENTS.close_all()  # each stdio server's process group goes with the worker

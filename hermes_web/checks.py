@@ -4,6 +4,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 
+from compression.core.tokens import count_tokens
+from hermes_web.config import redis_is_embedded
 from hermes_web.probes import redis_ping
 
 HERMES = "hermes"
@@ -20,8 +22,6 @@ def check_secret_key(app_configs=None, **kwargs):
 @register(HERMES)
 def check_tokenizer(app_configs=None, **kwargs):
     try:
-        from compression.core.tokens import count_tokens
-
         count_tokens("hello world")
     except Exception as exc:  # the offline data is missing or unreadable
         return [Error(f"offline tokenizer data is unusable: {exc}",
@@ -34,8 +34,6 @@ def redis_problem() -> str | None:
     `migrate` and `check` need no Redis (the scale-out order migrates first); the processes that
     do need it (the web process at start-up, the run command) ask. The embedded Redis is started
     by the run command after its checks, so it is not probed."""
-    from hermes_web.config import redis_is_embedded
-
     if redis_is_embedded():
         return None
     reason = redis_ping(settings.REDIS_URL, wait=2.0)

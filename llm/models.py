@@ -32,10 +32,6 @@ class ModelInfo:
     simulated: bool = False
     aliases: tuple[str, ...] = field(default=())
 
-    @property
-    def supports_prompt_caching(self) -> bool:
-        return "claude" in self.name.lower()
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,

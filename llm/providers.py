@@ -26,12 +26,6 @@ class UnknownProviderError(ValueError):
     pass
 
 
-def default_provider_name(env: Mapping[str, str] | None = None) -> str:
-    """`anthropic` when an Anthropic key is configured, else the offline `simulator` (SPEC §10)."""
-    env = os.environ if env is None else env
-    return "anthropic" if env.get("ANTHROPIC_API_KEY") else "simulator"
-
-
 def get_provider(
     provider_name: str,
     *,

@@ -33,16 +33,6 @@ class Usage:
         """The canonical prompt size: what triggers compression and fills the gauge."""
         return self.input + self.cache_read + self.cache_write
 
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.output
-
-    @property
-    def cache_hit_rate(self) -> float:
-        """Token-weighted share of the prompt served from the cache (0.0 for an empty prompt)."""
-        prompt = self.prompt_tokens
-        return self.cache_read / prompt if prompt else 0.0
-
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
@@ -145,11 +135,6 @@ class Price:
     cache_write_5m: float
     cache_write_1h: float
     cache_read: float
-
-    @classmethod
-    def from_base(cls, input: float, output: float) -> Price:
-        """Anthropic's standard multipliers: 5m write 1.25x, 1h write 2x, read 0.1x base input."""
-        return cls(input, output, input * 1.25, input * 2, input * 0.1)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Price:

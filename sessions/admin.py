@@ -80,6 +80,7 @@ class LimitsForm(forms.ModelForm):
             field = self.fields.get(name)
             if field is None:
                 continue
+            codes: tuple[str, ...]
             if isinstance(maximum, Decimal):
                 text = (f"Enter an amount of US dollars from 0 to {maximum:,}, with at most two decimals. "
                         f"{self.empty}")

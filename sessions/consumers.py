@@ -1,52 +1,86 @@
 """The conversation websocket: authenticate, check ownership, join the group, relay fragments."""
 from __future__ import annotations
 
+import asyncio
+import weakref
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from sessions import live, selectors
+from sessions import fragments, live
 from sessions.events import SETTINGS_GROUP, group_name
+
+# Group joins and leaves in flight at once in this process. channels_redis takes a pooled Redis
+# connection for each command in flight and keeps it open afterwards, so a burst of 200 sockets
+# closing together grew the web process's pool to its cap (50) at whichever pass first had such a
+# burst; with this bound a socket burst uses at most this many (and the receive loop's one).
+MEMBERSHIP_IN_FLIGHT = 4
+_gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its semaphore
+
+
+def _gate() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(MEMBERSHIP_IN_FLIGHT)
+    return gate
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
+    conversation = None  # set once the user is known to own it: only then are events relayed
+    group: str | None = None  # the conversation's group, while joined
+
     async def connect(self) -> None:
         user = self.scope.get("user")
-        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]  # a UUID (the route's converter)
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        conversation = await database_sync_to_async(selectors.conversation_get_for_user)(
+        # Joined before the live state is read, so an event pushed meanwhile is not lost: it is
+        # relayed after the state (a consumer handles nothing else until connect returns), and
+        # dropped if the user turns out not to own the conversation. The ownership check and the
+        # live state are one trip to the database thread (each trip opens a database connection).
+        self.group = group_name(conversation_id)
+        await self._join()
+        conversation, html = await database_sync_to_async(live.connect_state)(
             user=user, conversation_id=conversation_id
         )
         if conversation is None:
+            await self._leave()
+            self.group = None
             await self.close(code=4404)
             return
         self.conversation = conversation
-        self.group = group_name(conversation.id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.channel_layer.group_add(SETTINGS_GROUP, self.channel_name)
         await self.accept()
         # A (re)connect re-renders the live panels from the database: nothing shown depends on
         # an event that was missed while the socket was down.
-        html = await database_sync_to_async(live.live_state)(conversation)
         if html:
             await self.send(text_data=html)
 
-    async def disconnect(self, code: int) -> None:
-        group = getattr(self, "group", None)
-        if group:
-            await self.channel_layer.group_discard(group, self.channel_name)
+    async def _join(self) -> None:
+        async with _gate():
+            await self.channel_layer.group_add(self.group, self.channel_name)
+            await self.channel_layer.group_add(SETTINGS_GROUP, self.channel_name)
+
+    async def _leave(self) -> None:
+        async with _gate():
+            await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.channel_layer.group_discard(SETTINGS_GROUP, self.channel_name)
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "group", None):
+            await self._leave()
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
         # The socket is server-to-browser only; messages go through the CSRF-protected form.
         return
 
     async def conversation_event(self, event: dict) -> None:
-        await self.send(text_data=event["html"])
+        if self.conversation is not None:
+            await self.send(text_data=event["html"])
 
     async def settings_changed(self, event: dict) -> None:
-        from sessions import fragments
-
+        if self.conversation is None:
+            return
         html = await database_sync_to_async(fragments.render_gauge)(self.conversation)
         await self.send(text_data=html)

@@ -9,6 +9,7 @@ import asyncio
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from typing import Literal, TypedDict
 
 from asgiref.sync import async_to_sync
@@ -18,8 +19,8 @@ from channels_redis.core import RedisChannelLayer
 log = logging.getLogger(__name__)
 
 EventKind = Literal[
-    "notice", "message", "delta", "tool_call", "tool_result", "gauge", "usage",
-    "compression_progress", "compression_result", "turn_status", "error", "settings", "title",
+    "notice", "message", "delta", "tool_result", "gauge", "usage",
+    "compression_progress", "compression_result", "turn_status", "error", "title",
 ]
 
 
@@ -63,7 +64,7 @@ class _Publisher:
                 self._loop, self._pid = loop, os.getpid()
             return self._loop
 
-    def send(self, layer, group: str, message: dict, timeout: float = 10.0) -> None:
+    def send(self, layer, group: str, message: Mapping[str, object], timeout: float = 10.0) -> None:
         if not isinstance(layer, RedisChannelLayer):
             # In-memory layers are bound to the caller's loop (tests): publish on it.
             async_to_sync(layer.group_send)(group, message)
@@ -74,7 +75,12 @@ class _Publisher:
 _publisher = _Publisher()
 
 
-def publish(group: str, message: dict) -> None:
+def publishing_loop() -> asyncio.AbstractEventLoop:
+    """The process's long-lived publishing loop (started on first use)."""
+    return _publisher.loop()
+
+
+def publish(group: str, message: Mapping[str, object]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return

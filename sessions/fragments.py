@@ -6,9 +6,15 @@ from __future__ import annotations
 import zlib
 
 from django.template.loader import render_to_string
+from django.utils.html import escape
 
+from llm.models import model_label
 from sessions import presenters, selectors, transcript
-from sessions.models import Turn
+from sessions.models import Conversation, Turn
+from sessions.services.feasibility import feasibility
+from sessions.services.mcp import conversation_servers
+from sessions.services.routes import window_override
+from sessions.services.runtime import current_config
 
 # The kinds of notice a page keeps at most one of (static/js/notices.js removes the earlier notice of
 # a kind when a new one lands). A notice of no known kind gets one derived from its text.
@@ -80,7 +86,10 @@ def render_stream_start(stream_id: str) -> str:
 
 
 def render_stream_delta(stream_id: str, text: str) -> str:
-    return render_to_string("sessions/_stream_delta.html", {"stream_id": stream_id, "text": text})
+    """A piece of a streaming reply, appended to its placeholder. The markup of
+    ``sessions/_stream_delta.html`` built without the template engine: a worker sends one every
+    50 ms for each reply it streams."""
+    return f'<div id="{escape(stream_id)}-text" hx-swap-oob="beforeend">{escape(text)}</div>'
 
 
 def render_stream_text(stream_id: str, text: str) -> str:
@@ -107,14 +116,14 @@ def render_queue(conversation_id) -> str:
 
 def render_mcp_switch(conversation, *, oob: bool = True) -> str:
     """The conversation's MCP servers with their switches (nothing when no server is enabled)."""
-    from sessions.services.mcp import conversation_servers
-
     return render_to_string("sessions/_mcp_switch.html", {"conversation": conversation, "oob": oob,
                                                           "servers": conversation_servers(conversation)})
 
 
-def render_gauge(conversation, *, oob: bool = True, cfg=None) -> str:
-    return render_to_string("sessions/_gauge.html", {"g": presenters.gauge(conversation, cfg=cfg), "oob": oob})
+def render_gauge(conversation, *, oob: bool = True, cfg=None, figures=None) -> str:
+    """The gauge; ``figures``: what the caller already has (`presenters.GaugeFigures`)."""
+    return render_to_string("sessions/_gauge.html", {"g": presenters.gauge(conversation, cfg=cfg, figures=figures),
+                                                     "oob": oob})
 
 
 def render_cache_panel(conversation, *, oob: bool = True, cfg=None) -> str:
@@ -161,8 +170,6 @@ def render_title_changed(conversation) -> str:
 
 def render_live_state(conversation) -> str:
     """Everything live, re-rendered from the database (sent on every socket (re)connect)."""
-    from sessions.services.runtime import current_config
-
     cfg = current_config()
     turns = transcript.turns_shown(conversation)
     events = selectors.compression_events(conversation)
@@ -176,11 +183,6 @@ def render_live_state(conversation) -> str:
 def render_model_switch_confirm(conversation, choice, cfg, *, request=None) -> str:
     """The warning a model switch asks the user to confirm: the cache starts cold, and the window
     and compression threshold the next request will use."""
-    from llm.models import model_label
-    from sessions.models import Conversation
-    from sessions.services.feasibility import feasibility
-    from sessions.services.routes import window_override
-
     target = Conversation(owner_id=conversation.owner_id, provider=choice.provider, model=choice.model,
                           context_length=window_override(cfg, choice), max_tokens=conversation.max_tokens)
     now, then = feasibility(cfg, conversation=conversation), feasibility(cfg, conversation=target)

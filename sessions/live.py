@@ -4,11 +4,36 @@ new title, a notice, and the whole live state a socket receives when it (re)conn
 
 Services and the agent loop call these; they never render HTML themselves. Each push renders the
 same fragment the page view renders (`sessions.fragments`), so a reconnect and a push agree.
+
+Every push goes through one batcher per process (`_Batches`, at the end): it is sent by the
+process's publishing loop, and whatever is waiting when that loop gets to it goes to Redis in one
+batch (`group_send_many`): two round trips for any number of events, where channels_redis's
+``group_send`` takes four for each one.
 """
 from __future__ import annotations
 
-from sessions import fragments
-from sessions.events import broadcast
+import asyncio
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+from collections import defaultdict
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from channels_redis.core import RedisChannelLayer
+
+from sessions import events, fragments, selectors
+from sessions.events import EventKind, group_name
+
+log = logging.getLogger(__name__)
+
+
+def broadcast(conversation_id, kind: EventKind, html: str) -> None:
+    """One event to the conversation's open pages. Never raises: live updates are best effort, and
+    a page re-renders from the database on reconnect."""
+    _batches.send([(conversation_id, kind, html)])
 
 
 def message_added(message, *, stream_id: str | None = None) -> None:
@@ -28,6 +53,13 @@ def stream_delta(conversation_id, stream_id: str, text: str) -> None:
     broadcast(conversation_id, "delta", fragments.render_stream_delta(stream_id, text))
 
 
+def stream_deltas(deltas) -> None:
+    """Several streams' deltas at once, ``(conversation id, stream id, text)`` each: one call to the
+    channel layer (what a worker running several turns sends within one flush interval)."""
+    _batches.send([(conversation_id, "delta", fragments.render_stream_delta(stream_id, text))
+                   for conversation_id, stream_id, text in deltas])
+
+
 def stream_text(conversation_id, stream_id: str, text: str) -> None:
     """The whole text so far (sent about once a second while a reply streams)."""
     broadcast(conversation_id, "delta", fragments.render_stream_text(stream_id, text))
@@ -38,8 +70,11 @@ def stream_removed(conversation_id, stream_id: str) -> None:
     broadcast(conversation_id, "delta", fragments.render_stream_removed(stream_id))
 
 
-def gauge_changed(conversation) -> None:
-    broadcast(conversation.id, "gauge", fragments.render_gauge(conversation))
+def gauge_changed(conversation, *, figures=None, cfg=None) -> None:
+    """The gauge again; ``figures`` (`presenters.GaugeFigures`): what the agent loop already has
+    after a model call (the session, the next request's messages and tools, the engine's word),
+    so the push reads no context and builds no engine."""
+    broadcast(conversation.id, "gauge", fragments.render_gauge(conversation, figures=figures, cfg=cfg))
 
 
 def usage_changed(conversation) -> None:
@@ -119,3 +154,141 @@ def notice(conversation_id, text: str, *, level: str = "info", kind: str | None 
 def live_state(conversation) -> str:
     """Everything live, re-rendered from the database (sent on every socket (re)connect)."""
     return fragments.render_live_state(conversation)
+
+
+def connect_state(*, user, conversation_id) -> tuple[object | None, str]:
+    """A socket's (re)connect in one go on the database thread: the conversation if ``user`` may
+    watch it (else None), and its live state."""
+    conversation = selectors.conversation_get_for_user(user=user, conversation_id=conversation_id)
+    return conversation, (live_state(conversation) if conversation is not None else "")
+
+
+# --- Publishing --------------------------------------------------------------------------------
+
+SCORE_STEP = 1e-6  # seconds between the scores of two events of a batch (a double keeps 2.4e-7 at today's epoch)
+
+# Adds the events of one batch for one Redis server. KEYS: a channel key per event (repeated when
+# several events go to one Daphne process); ARGV: the serialised events, then their channels'
+# capacities, then their scores, then the expiry. channels_redis's group_send script, for a batch.
+_GROUP_SEND_MANY = """
+local n = #KEYS
+local over = 0
+for i = 1, n do
+    if redis.call('ZCOUNT', KEYS[i], '-inf', '+inf') < tonumber(ARGV[n + i]) then
+        redis.call('ZADD', KEYS[i], ARGV[2 * n + i], ARGV[i])
+        redis.call('EXPIRE', KEYS[i], ARGV[3 * n + 1])
+    else
+        over = over + 1
+    end
+end
+return over
+"""
+
+
+async def group_send_many(layer: RedisChannelLayer, sends: list[tuple[str, dict]], *,
+                          first_score: float) -> tuple[int, float]:
+    """``layer.group_send(group, message)`` for every pair, in order, in two pipelined round trips
+    per Redis server: the groups' members, then the events with one script. The events' scores
+    (a consumer receives a channel's events by score) rise from ``first_score`` in the order given,
+    so a batch keeps the order of its events. Returns how many were dropped at a full channel, and
+    the score after the last one used."""
+    now = int(time.time())
+    by_server: dict[int, list[int]] = defaultdict(list)
+    for position, (group, _) in enumerate(sends):
+        by_server[layer.consistent_hash(group)].append(position)
+    members: list[list[str]] = [[] for _ in sends]
+    for index, positions in by_server.items():
+        pipe = layer.connection(index).pipeline(transaction=False)
+        for position in positions:
+            key = layer._group_key(sends[position][0])
+            pipe.zremrangebyscore(key, min=0, max=now - layer.group_expiry)
+            pipe.zrange(key, 0, -1)
+        replies = await pipe.execute()
+        for position, channels in zip(positions, replies[1::2]):
+            members[position] = [c.decode("utf8") for c in channels]
+    writes: dict[int, list[tuple[bytes, bytes, int]]] = defaultdict(list)
+    for (_, message), channels in zip(sends, members):
+        keys_by_server, payloads, capacities = layer._map_channel_keys_to_connection(channels, message)
+        for index, keys in keys_by_server.items():
+            writes[index].extend((key, payloads[key], capacities[key]) for key in keys)
+    over = 0
+    score = first_score
+    for index, rows in writes.items():
+        scores = []
+        for _ in rows:
+            scores.append(repr(score))
+            score += SCORE_STEP
+        pipe = layer.connection(index).pipeline(transaction=False)
+        for key in dict.fromkeys(key for key, _, _ in rows):
+            pipe.zremrangebyscore(key, min=0, max=now - int(layer.expiry))
+        pipe.eval(_GROUP_SEND_MANY, len(rows), *(key for key, _, _ in rows), *(payload for _, payload, _ in rows),
+                  *(capacity for _, _, capacity in rows), *scores, layer.expiry)
+        over += (await pipe.execute())[-1]
+    return over, score
+
+
+class _Batches:
+    """Pushes from any thread, sent on the process's publishing loop (`sessions.events`): a caller
+    waits until its events are in Redis, and the events that arrived while a batch was being sent
+    go together in the next one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._waiting: list[tuple[list[tuple[str, dict]], concurrent.futures.Future]] = []
+        self._running: asyncio.Task | None | bool = None  # the task sending, while one does
+        self._last_score = 0.0
+
+    def send(self, items: list[tuple[object, EventKind, str]], timeout: float = 10.0) -> None:
+        sends = [(group_name(cid), {"type": "conversation.event", "kind": kind, "html": html}) for cid, kind, html in items]
+        if not sends:
+            return
+        try:
+            layer = get_channel_layer()
+            if layer is None:
+                return
+            if not isinstance(layer, RedisChannelLayer):
+                # In-memory layers are bound to the caller's loop (tests): publish on it, one by one.
+                for group, message in sends:
+                    async_to_sync(layer.group_send)(group, message)
+                return
+            done: concurrent.futures.Future = concurrent.futures.Future()
+            with self._lock:
+                if self._pid != os.getpid():  # a forked child starts with nothing in flight
+                    self._pid, self._waiting, self._running = os.getpid(), [], None
+                self._waiting.append((sends, done))
+                start = self._running is None
+                if start:
+                    self._running = True
+            if start:
+                events.publishing_loop().call_soon_threadsafe(self._start, layer)
+            done.result(timeout)
+        except Exception:
+            for cid, kind, _ in items:
+                log.warning("broadcast of %s to conversation %s failed", kind, cid, exc_info=True)
+
+    def _start(self, layer) -> None:
+        self._running = asyncio.ensure_future(self._drain(layer))  # kept: the loop holds tasks weakly
+
+    async def _drain(self, layer) -> None:
+        while True:
+            with self._lock:
+                batch, self._waiting = self._waiting, []
+                if not batch:
+                    self._running = None
+                    return
+            sends = [pair for pairs, _ in batch for pair in pairs]
+            try:
+                over, self._last_score = await group_send_many(layer, sends,
+                                                               first_score=max(time.time(), self._last_score))
+                if over:
+                    log.info("%s events dropped at a full channel", over)
+            except Exception as exc:
+                for _, done in batch:
+                    done.set_exception(exc)
+            else:
+                for _, done in batch:
+                    done.set_result(None)
+
+
+_batches = _Batches()

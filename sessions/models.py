@@ -66,6 +66,8 @@ class Session(models.Model):
     context_length = models.PositiveIntegerField(null=True, blank=True, help_text="Lowered by an overflow error.")
     counted_prompt_tokens = models.PositiveIntegerField(
         default=0, help_text="The counted size of the request whose real prompt is last_prompt_tokens.")
+    last_call_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the session's last model call ended: the age of its prompt cache.")
 
     class Meta:
         indexes = [models.Index(fields=["conversation", "ended_at"])]
@@ -217,8 +219,9 @@ def _attachment_files_removed(sender, instance: Attachment, **kwargs) -> None:
 
 
 class CompressionEvent(models.Model):
-    TRIGGERS = [(t, t) for t in ("hygiene", "preflight", "post_response", "error_recovery", "manual", "admin")]
-    STATUS = [(s, s) for s in ("queued", "running", "compressed", "aborted", "noop", "failed", "skipped")]
+    TRIGGERS = [(t, t) for t in ("hygiene", "preflight", "post_response", "error_recovery", "manual", "admin", "idle")]
+    # "deferred": cache-aware timing left a warm conversation to compact later (no compression ran).
+    STATUS = [(s, s) for s in ("queued", "running", "compressed", "aborted", "noop", "failed", "skipped", "deferred")]
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="compression_events")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compression_events")

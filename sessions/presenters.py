@@ -8,10 +8,16 @@ the templates; they never write.
 """
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+from types import SimpleNamespace
+
 from compression.core.breakdown import context_breakdown
 from compression.core.caching import prompt_caching_status
+from compression.core.compressor_state import ANTI_THRASH_LIMIT
 from compression.core.hygiene import hygiene_threshold
 from compression.core.projection import LEVEL_LABELS, pressure_level, ratio_of, tool_schema_tokens, turn_growth
+from compression.core.registry import BUILTIN_ENGINE, LCM_ENGINE
 from llm.models import model_label
 from sessions import selectors
 from sessions.models import Conversation, Session
@@ -67,26 +73,42 @@ def bar(value: float, peak: float, *, height: float = CHART_HEIGHT, base: float 
     return h, round(base - h, 1)
 
 
-def gauge(conversation: Conversation, *, cfg=None) -> dict:
+@dataclass(frozen=True)
+class GaugeFigures:
+    """What the agent loop already holds after a model call, for the gauge it pushes: the session
+    (its real prompt and counted size just saved), the next request's messages (system prompt
+    first, each with its stored token count), the tools offered with it, and what its engine says
+    (``blocked``). ``ids``: the messages' ids (None for the system prompt), read in one query when
+    not given; ``ratio``: the model's measured ratio, read when not given."""
+
+    session: Session
+    messages: list[dict]
+    offered: pressure.OfferedTools
+    blocked: str | None = None
+    ids: list | None = None
+    ratio: float | None = None
+
+
+def gauge(conversation: Conversation, *, cfg=None, figures: GaugeFigures | None = None) -> dict:
     """The context gauge: the projected next request (SPEC §3.4) against the window, the threshold
-    and gateway hygiene, the last real size beside it, and the level the triggers will act on."""
+    and gateway hygiene, the last real size beside it, and the level the triggers will act on.
+    From ``figures`` when the caller has them (no engine, no message read), else from the database
+    (no engine either, unless the session's stored state says compression may be paused)."""
     cfg = cfg or runtime.current_config()
-    session, sums = selectors.session_active_with_ratio(conversation)
+    if figures is None:
+        figures = _figures_read(conversation, cfg)
+    session, messages, offered = figures.session, figures.messages, figures.offered
+    ids = figures.ids if figures.ids is not None else _context_ids(session, len(messages))
+    ratio = figures.ratio
+    if ratio is None:
+        ratio = pressure.ratios([conversation.model]).get(conversation.model, ratio_of(0, 0))
     window = runtime.session_window(conversation, session, cfg)
     rule = pressure.threshold_of(conversation, session, cfg)
-    threshold, engine, blocked = rule.tokens, None, None
-    try:
-        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
-        blocked = engine.blocked_reason() if cfg.compression.enabled else None
-    except runtime.ConfigurationProblem:
-        pass
-    rows = list(context_rows(session)) if session.pk else []
-    messages = [{"role": "system", "content": session.system_prompt or SYSTEM_PROMPT}, *(r.as_chat() for r in rows)]
-    offered = pressure.offered_tools(cfg, engine, conversation)
+    threshold = rule.tokens
     tools = offered.all
     sizes = [pressure.message_size(m) for m in messages]  # counted once, for the projection and the growth
-    projection = pressure.project(session, counted=sum(sizes) + tool_schema_tokens(tools), ratio=ratio_of(*sums))
-    tokens = pressure.shown_tokens(projection, len(rows))
+    projection = pressure.project(session, counted=sum(sizes) + tool_schema_tokens(tools), ratio=ratio)
+    tokens = pressure.shown_tokens(projection, len(messages) - 1)
     growth = round(turn_growth(messages, sizes) * projection.ratio)
     level = pressure_level(tokens, threshold, window, growth=growth) if tokens else "none"
     pct = min(100.0, 100.0 * tokens / window) if window else 0.0
@@ -101,11 +123,58 @@ def gauge(conversation: Conversation, *, cfg=None) -> dict:
             "hygiene_pct": round(100.0 * hygiene_threshold(window) / window, 1),
             "level": level, "level_label": LEVEL_LABELS[level],
             "compressions": session.compression_count, "enabled": cfg.compression.enabled,
-            "conversation_id": conversation.id, "blocked": blocked, "lowered_to_aux": rule.lowered_to,
-            "mcp_tokens": mcp_tokens, "mcp_warning": mcp_warning,
-            "breakdown": breakdown(messages, [None, *(r.id for r in rows)],
-                                   tools=offered.by_source,
+            "conversation_id": conversation.id, "blocked": figures.blocked if cfg.compression.enabled else None,
+            "lowered_to_aux": rule.lowered_to, "mcp_tokens": mcp_tokens, "mcp_warning": mcp_warning,
+            "breakdown": breakdown(messages, ids, tools=offered.by_source,
                                    window=window, reserve=conversation.max_tokens or 0, total=tokens)}
+
+
+def _figures_read(conversation: Conversation, cfg) -> GaugeFigures:
+    """The gauge's figures from the database: the active session with the model's ratio, its
+    context (one query each) and the offered tools (the MCP servers' one). The engine's tools are
+    its kind's (the same for every conversation under ``cfg``); an engine is built only to ask why
+    compression is paused when the session's stored state says it may be."""
+    session, sums = selectors.session_active_with_ratio(conversation)
+    rows = list(context_rows(session)) if session.pk else []
+    messages = [{"role": "system", "content": session.system_prompt or SYSTEM_PROMPT}, *(r.as_chat() for r in rows)]
+    engine, blocked = None, None
+    if cfg.compression.enabled and not _quiet(session, cfg):
+        try:
+            engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
+            blocked = engine.blocked_reason()
+        except runtime.ConfigurationProblem:
+            pass
+    offered = pressure.offered_tools(cfg, engine or _tools_engine(cfg),
+                                     conversation)
+    return GaugeFigures(session=session, messages=messages, offered=offered, blocked=blocked,
+                        ids=[None, *(r.id for r in rows)], ratio=ratio_of(*sums))
+
+
+def _quiet(session: Session, cfg) -> bool:
+    """Whether a built-in engine restored from ``session`` can only say that nothing pauses
+    compression: no cooldown stored and fewer ineffective compactions than pause it."""
+    return (cfg.context.engine in (BUILTIN_ENGINE, LCM_ENGINE) and not session.cooldown_until
+            and session.ineffective_count < ANTI_THRASH_LIMIT)
+
+
+def _tools_engine(cfg):
+    """An engine only to list its tools: a built-in kind's is built once per process (it is never
+    asked anything else); a plugin's as ``runtime.engine_for_tools`` builds it, each time."""
+    if cfg.context.engine in (BUILTIN_ENGINE, LCM_ENGINE):
+        return _builtin_tools_engine(cfg.context.engine, bool(cfg.context.recall_tools))
+    return runtime.engine_for_tools(cfg)
+
+
+@functools.lru_cache(maxsize=4)
+def _builtin_tools_engine(kind: str, recall_tools: bool):
+    return runtime.engine_for_tools(SimpleNamespace(context=SimpleNamespace(engine=kind, recall_tools=recall_tools)))
+
+
+def _context_ids(session: Session, count: int) -> list:
+    """The ids of the session's context messages, for the breakdown's links (none when the
+    context changed since the messages were read)."""
+    ids = list(context_rows(session).values_list("id", flat=True)) if session.pk else []
+    return [None, *ids] if len(ids) == count - 1 else [None] * count
 
 
 def breakdown(messages: list[dict], ids: list, *, tools: dict, window: int, reserve: int, total: int) -> dict:
@@ -125,8 +194,7 @@ def _pct(part: float, whole: float) -> float:
 
 def cache_panel(conversation: Conversation, *, cfg=None) -> dict:
     cfg = cfg or runtime.current_config()
-    totals = selectors.api_call_totals(conversation)
-    recent = selectors.api_calls_recent(conversation)
+    totals, recent = selectors.api_calls_panel(conversation)
     prompt = totals["prompt"] or 0
     last = recent[-1] if recent else None
     status = prompt_caching_status(conversation.model, conversation.provider, "")

@@ -133,16 +133,6 @@ def compression_events(conversation: Conversation, limit: int = 20):
     return list(conversation.compression_events.order_by("-id")[:limit])
 
 
-def turn_latest(conversation: Conversation) -> Turn | None:
-    return conversation.turns.order_by("-id").first()
-
-
-def session_active_get(conversation: Conversation) -> Session:
-    """The active session, or an unsaved empty one for a conversation that has none (no write)."""
-    session = conversation.sessions.filter(ended_at__isnull=True).order_by("-id").first()
-    return session or Session(conversation=conversation)
-
-
 def session_active_with_ratio(conversation: Conversation) -> tuple[Session, tuple[float, float]]:
     """The active session (or an unsaved empty one) and its model's measured (real, counted) sums
     (zeros when none), in one query."""
@@ -155,23 +145,33 @@ def session_active_with_ratio(conversation: Conversation) -> tuple[Session, tupl
     return session, (session.ratio_real or 0.0, session.ratio_counted or 0.0)
 
 
-def api_call_totals(conversation: Conversation) -> dict:
-    """Sums over the conversation's successful agent calls, and what its summariser calls cost."""
+_TOTALS = ("prompt", "read", "write", "w5", "w1h", "agent_cost", "nocache", "n", "summariser_cost")
+
+
+def api_calls_panel(conversation: Conversation, limit: int = RECENT_CALLS) -> tuple[dict, list[ApiCall]]:
+    """The sums over the conversation's successful agent calls (and what its summariser calls cost),
+    and its last ``limit`` successful agent calls, oldest first, in one query: the recent calls carry the totals
+    (subqueries the database runs once), with the newest summariser call added so the totals come
+    back when there is no agent call (it is not among the recent ones returned)."""
+    calls = ApiCall.objects.filter(conversation=conversation)
     agent = Q(purpose="agent", error="")
-    return ApiCall.objects.filter(conversation=conversation).aggregate(
-        prompt=Sum("prompt_tokens", filter=agent), read=Sum("cache_read_tokens", filter=agent),
-        write=Sum("cache_write_tokens", filter=agent), w5=Sum("cache_write_5m_tokens", filter=agent),
-        w1h=Sum("cache_write_1h_tokens", filter=agent), agent_cost=Sum("cost", filter=agent),
-        nocache=Sum("cost_without_cache", filter=agent), n=Count("id", filter=agent),
-        summariser_cost=Sum("cost", filter=Q(purpose="compression")))
 
+    def total(aggregate, where: Q):
+        return Subquery(calls.filter(where).order_by().values("conversation_id").annotate(v=aggregate).values("v")[:1])
 
-def api_calls_recent(conversation: Conversation, limit: int = RECENT_CALLS) -> list[ApiCall]:
-    """The last `limit` successful agent calls, oldest first, with their sessions."""
-    rows = list(ApiCall.objects.filter(conversation=conversation, purpose="agent", error="")
-                .select_related("session").order_by("-id")[:limit])
-    rows.reverse()
-    return rows
+    newest_summariser = calls.filter(purpose="compression").order_by("-id").values("id")[:1]
+    rows = list(calls.filter(agent | Q(id=Subquery(newest_summariser))).select_related("session").annotate(
+        total_prompt=total(Sum("prompt_tokens"), agent), total_read=total(Sum("cache_read_tokens"), agent),
+        total_write=total(Sum("cache_write_tokens"), agent), total_w5=total(Sum("cache_write_5m_tokens"), agent),
+        total_w1h=total(Sum("cache_write_1h_tokens"), agent), total_agent_cost=total(Sum("cost"), agent),
+        total_nocache=total(Sum("cost_without_cache"), agent), total_n=total(Count("id"), agent),
+        total_summariser_cost=total(Sum("cost"), Q(purpose="compression"))).order_by("-id")[:limit + 1])
+    totals = {name: getattr(rows[0], f"total_{name}") if rows else None for name in _TOTALS}
+    if not totals["n"]:
+        totals["n"] = 0
+    recent = [r for r in rows if r.purpose == "agent" and r.error == ""][:limit]
+    recent.reverse()
+    return totals, recent
 
 
 def active_sessions_by_conversation(ids) -> dict:

@@ -15,6 +15,19 @@ from llm.models import model_label
 from llm.routes import route_label
 from sessions import fragments, presenters, selectors, transcript
 from sessions.models import Conversation
+from sessions.services import routes, turns
+from sessions.services.compaction import (
+    MANUAL_DEBOUNCE_SECONDS,
+    SKIPPED_REPEAT,
+    compression_preview,
+    compression_request,
+)
+from sessions.services.conversations import conversation_new
+from sessions.services.feasibility import feasibility
+from sessions.services.notices import codex_autoraise_notice_for
+from sessions.services.routes import RouteUnavailable, route_default, route_env, routes_offered
+from sessions.services.runtime import ConfigurationProblem, current_config
+from sessions.views_sidebar import sidebar_context
 
 
 def _own(request, conversation_id) -> Conversation:
@@ -47,9 +60,6 @@ def _reply(request, conversation: Conversation, text: str, *, level: str = "info
 
 @require_GET
 def home(request):
-    from sessions.services.routes import route_default, routes_offered
-    from sessions.services.runtime import current_config
-
     cfg = current_config()
     conversations = selectors.conversation_list_for_user(user=request.user)
     return render(request, "sessions/home.html", {"conversations": presenters.conversation_rows(conversations, cfg=cfg),
@@ -66,10 +76,6 @@ def _model_choice(request) -> tuple[str, str]:
 def conversation_create(request, leaving: Conversation | None = None):
     """A new conversation, or the empty one it would replace (`/new` from `leaving`, the button:
     the user's newest empty conversation)."""
-    from sessions.services.conversations import conversation_new
-    from sessions.services.routes import RouteUnavailable
-    from sessions.services.runtime import current_config
-
     provider, model = _model_choice(request) if request.POST.get("model") else ("", "")
     try:
         conversation, _ = conversation_new(owner=request.user, cfg=current_config(), provider=provider, model=model,
@@ -91,24 +97,16 @@ def conversation_create(request, leaving: Conversation | None = None):
 def conversation_model_switch(request, conversation_id):
     """Two steps: without `confirm` the reply warns (cold cache, the new threshold); with it, switch.
     The model already in use is refused at either step, nothing changed."""
-    from sessions.services.routes import (
-        ModelAlreadyInUse,
-        RouteUnavailable,
-        conversation_model_switch,
-        model_switch_resolve,
-    )
-    from sessions.services.runtime import current_config
-
     conversation = _own(request, conversation_id)
     provider, model = _model_choice(request)
     cfg = current_config()
     try:
         if request.POST.get("confirm") != "1":
-            choice = model_switch_resolve(conversation=conversation, cfg=cfg, provider=provider, model=model)
+            choice = routes.model_switch_resolve(conversation=conversation, cfg=cfg, provider=provider, model=model)
             return _reply(request, conversation, "", level="warning",
                           html=fragments.render_model_switch_confirm(conversation, choice, cfg, request=request))
-        conversation_model_switch(conversation=conversation, cfg=cfg, provider=provider, model=model)
-    except ModelAlreadyInUse as exc:
+        routes.conversation_model_switch(conversation=conversation, cfg=cfg, provider=provider, model=model)
+    except routes.ModelAlreadyInUse as exc:
         return _reply(request, conversation, str(exc), level="info", kind=fragments.MODEL_SWITCH)
     except RouteUnavailable as exc:
         return _reply(request, conversation, str(exc), level="error", kind=fragments.MODEL_SWITCH)
@@ -118,12 +116,6 @@ def conversation_model_switch(request, conversation_id):
 
 @require_GET
 def conversation_detail(request, conversation_id):
-    from sessions.services.feasibility import feasibility
-    from sessions.services.notices import codex_autoraise_notice_for
-    from sessions.services.routes import route_env, routes_offered
-    from sessions.services.runtime import current_config
-    from sessions.views_sidebar import sidebar_context
-
     conversation = _own(request, conversation_id)
     cfg = current_config()
     turns = transcript.turns_shown(conversation)
@@ -179,8 +171,6 @@ def _submitted(request, conversation: Conversation, submission):
 
 @require_POST
 def conversation_send(request, conversation_id):
-    from sessions.services.turns import TurnRejected, turn_submit
-
     conversation = _own(request, conversation_id)
     text = request.POST.get("text", "")
     attachment_ids = request.POST.getlist("attachments")
@@ -205,21 +195,19 @@ def conversation_send(request, conversation_id):
     if command.startswith("//"):
         text = command[1:]
     try:
-        submission = turn_submit(user=request.user, conversation_id=conversation.id, text=text,
+        submission = turns.turn_submit(user=request.user, conversation_id=conversation.id, text=text,
                                  attachment_ids=attachment_ids)
-    except TurnRejected as exc:
+    except turns.TurnRejected as exc:
         return _composer_error(request, conversation, str(exc))
     return _submitted(request, conversation, submission)
 
 
 def _turn_action(request, conversation_id, action):
     """Run one of the turn services; a refusal is a notice (422), never a lost request."""
-    from sessions.services.turns import TurnRejected
-
     conversation = _own(request, conversation_id)
     try:
         result = action(conversation)
-    except TurnRejected as exc:
+    except turns.TurnRejected as exc:
         return _reply(request, conversation, str(exc), level="error", kind=fragments.TURN_ACTION)
     if hasattr(result, "notice"):
         return _submitted(request, conversation, result)
@@ -228,19 +216,15 @@ def _turn_action(request, conversation_id, action):
 
 @require_POST
 def turn_stop(request, conversation_id):
-    from sessions.services.turns import turn_stop
-
-    return _turn_action(request, conversation_id, lambda c: turn_stop(user=request.user, conversation_id=c.id))
+    return _turn_action(request, conversation_id, lambda c: turns.turn_stop(user=request.user, conversation_id=c.id))
 
 
 @require_POST
 def turn_cancel(request, conversation_id, turn_id):
-    from sessions.services.turns import TurnRejected, turn_cancel
-
     conversation = _own(request, conversation_id)
     try:
-        turn = turn_cancel(user=request.user, conversation_id=conversation.id, turn_id=turn_id)
-    except TurnRejected as exc:
+        turn = turns.turn_cancel(user=request.user, conversation_id=conversation.id, turn_id=turn_id)
+    except turns.TurnRejected as exc:
         return _reply(request, conversation, str(exc), level="error", kind=fragments.QUEUE_CANCEL)
     return _reply(request, conversation, f"Cancelled before it started; “{turn.text[:80]}” never reached the agent.",
                   kind=fragments.QUEUE_CANCEL, expires_after=CONFIRMATION_SECONDS)
@@ -248,24 +232,18 @@ def turn_cancel(request, conversation_id, turn_id):
 
 @require_POST
 def turn_retry(request, conversation_id):
-    from sessions.services.turns import turn_retry
-
-    return _turn_action(request, conversation_id, lambda c: turn_retry(user=request.user, conversation_id=c.id))
+    return _turn_action(request, conversation_id, lambda c: turns.turn_retry(user=request.user, conversation_id=c.id))
 
 
 @require_POST
 def turn_regenerate(request, conversation_id):
-    from sessions.services.turns import turn_regenerate
-
     return _turn_action(request, conversation_id,
-                        lambda c: turn_regenerate(user=request.user, conversation_id=c.id))
+                        lambda c: turns.turn_regenerate(user=request.user, conversation_id=c.id))
 
 
 @require_POST
 def turn_edit(request, conversation_id):
-    from sessions.services.turns import turn_edit
-
-    return _turn_action(request, conversation_id, lambda c: turn_edit(
+    return _turn_action(request, conversation_id, lambda c: turns.turn_edit(
         user=request.user, conversation_id=c.id, text=request.POST.get("text", "")))
 
 
@@ -276,9 +254,6 @@ def conversation_compress(request, conversation_id):
 
 
 def _compress(request, conversation: Conversation, topic: str | None):
-    from sessions.services.compaction import compression_request
-    from sessions.services.runtime import current_config
-
     if not current_config().compression.enabled:
         return _reply(request, conversation, "Compression is switched off by an administrator "
                       "(compression.enabled), so nothing was compressed.", level="warning",
@@ -286,10 +261,9 @@ def _compress(request, conversation: Conversation, topic: str | None):
     if conversation.messages.filter(session__ended_at__isnull=True, archived=False).count() < 4:
         return _reply(request, conversation, "Nothing to compress yet: a compression needs at least 4 messages.",
                       level="warning", kind=fragments.COMPRESSION_REFUSED)
-    event = compression_request(conversation_id=conversation.id, trigger="manual", focus_topic=topic, force=True)
+    requested = compression_request(conversation_id=conversation.id, trigger="manual", focus_topic=topic, force=True)
+    event = requested.event
     if event.status == "skipped":
-        from sessions.services.compaction import MANUAL_DEBOUNCE_SECONDS, SKIPPED_REPEAT
-
         if event.reason == SKIPPED_REPEAT:
             text = (f"This compression ran moments ago: the same request within {MANUAL_DEBOUNCE_SECONDS} s is taken "
                     "as a double click, so nothing new was queued.")
@@ -303,7 +277,7 @@ def _compress(request, conversation: Conversation, topic: str | None):
                       expires_on=fragments.expires_when_event_ends(running.id) if running else "")
     what = f" focusing on “{topic}”" if topic else ""
     ends = fragments.expires_when_event_ends(event.id)
-    if not getattr(event, "handed_to_worker", True):
+    if requested.enqueued is False:  # None: not known before the request's transaction commits
         return _reply(request, conversation, f"Compression queued{what}, but the task queue cannot be reached right "
                       "now: it runs as soon as the queue is back; there is no need to ask again.", level="warning",
                       kind=fragments.COMPRESSION_QUEUED, expires_on=ends)
@@ -312,9 +286,6 @@ def _compress(request, conversation: Conversation, topic: str | None):
 
 
 def _preview(request, conversation: Conversation, topic: str | None):
-    from sessions.services.compaction import compression_preview
-    from sessions.services.runtime import ConfigurationProblem
-
     try:
         preview = compression_preview(conversation_id=conversation.id, focus_topic=topic)
     except ConfigurationProblem as exc:

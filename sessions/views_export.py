@@ -14,7 +14,7 @@ title, ``nosniff`` and ``no-store``.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from itertools import chain
 
 from asgiref.sync import sync_to_async
@@ -50,7 +50,7 @@ def export_filename(conversation: Conversation, extension: str) -> str:
     return f"{slug}-{conversation.created_at:%Y-%m-%d}.{extension}"
 
 
-def _gathered(chunks: Iterator[str]) -> Iterator[bytes]:
+def _gathered(chunks: Iterator[str]) -> Generator[bytes, None, None]:
     """The chunks as UTF-8 pieces of about ``STREAM_CHUNK`` bytes."""
     buffer, size = [], 0
     for chunk in chunks:
@@ -64,13 +64,17 @@ def _gathered(chunks: Iterator[str]) -> Iterator[bytes]:
         yield b"".join(buffer)
 
 
+def _next_or_none(pieces: Iterator[bytes]) -> bytes | None:
+    return next(pieces, None)
+
+
 async def _gathered_async(chunks: Iterator[str]) -> AsyncIterator[bytes]:
     """``_gathered`` pulled one piece at a time in the request's sync thread (its database
     connection and cursor stay in that thread)."""
     pieces = _gathered(chunks)
-    step = sync_to_async(next, thread_sensitive=True)
+    step = sync_to_async(_next_or_none, thread_sensitive=True)
     try:
-        while (piece := await step(pieces, None)) is not None:
+        while (piece := await step(pieces)) is not None:
             yield piece
     finally:
         await sync_to_async(pieces.close, thread_sensitive=True)()

@@ -11,7 +11,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from sessions import selectors
 from sessions.models import Conversation
-from sessions.services import recall
+from sessions.services import recall, recall_edit
+from sessions.services.runtime import ConfigurationProblem, current_config
 
 SEARCH_RESULTS = 20
 CONTEXT_AROUND = 6
@@ -82,9 +83,6 @@ def _to_preview_form(request, conversation: Conversation):
 @require_http_methods(["GET", "POST"])
 def compress_preview(request, conversation_id):
     """What a manual compression would write now, editable; nothing is changed."""
-    from sessions.services.recall_edit import compression_draft
-    from sessions.services.runtime import ConfigurationProblem, current_config
-
     conversation = _own(request, conversation_id)
     if request.method == "GET":
         return _to_preview_form(request, conversation)
@@ -93,7 +91,7 @@ def compress_preview(request, conversation_id):
         flash.warning(request, "Compression is switched off by an administrator (compression.enabled).")
         return redirect("conversation", conversation_id=conversation.id)
     try:
-        draft = compression_draft(conversation=conversation, focus_topic=topic)
+        draft = recall_edit.compression_draft(conversation=conversation, focus_topic=topic)
     except ConfigurationProblem as exc:
         flash.error(request, str(exc))
         return redirect("conversation", conversation_id=conversation.id)
@@ -105,8 +103,6 @@ def compress_preview(request, conversation_id):
 @require_http_methods(["GET", "POST"])
 def compress_commit(request, conversation_id):
     """Commit the user's summary; a refusal shows the page again with their text kept."""
-    from sessions.services.recall_edit import EditRejected, compression_commit_edited
-
     conversation = _own(request, conversation_id)
     if request.method == "GET":
         return _to_preview_form(request, conversation)
@@ -114,9 +110,9 @@ def compress_commit(request, conversation_id):
     token = request.POST.get("token", "")
     topic = request.POST.get("topic", "").strip()[:500] or None
     try:
-        event = compression_commit_edited(conversation=conversation, summary=summary, token=token,
+        event = recall_edit.compression_commit_edited(conversation=conversation, summary=summary, token=token,
                                           focus_topic=topic)
-    except EditRejected as exc:
+    except recall_edit.EditRejected as exc:
         return render(request, "sessions/recall/preview.html",
                       {"conversation": conversation, "draft": None, "summary": summary, "error": str(exc),
                        "token": token, "topic": topic or ""}, status=409)

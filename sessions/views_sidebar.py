@@ -18,7 +18,7 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget, trigg
 from sessions import selectors
 from sessions.models import Conversation
 from sessions.presenters import sidebar_rows
-from sessions.services import recall, runtime
+from sessions.services import conversations, recall, runtime
 
 SIDEBAR_LIMIT = 50
 SEARCH_TITLES = 10
@@ -113,8 +113,6 @@ def sidebar_row(request, conversation_id):
 def conversation_rename(request, conversation_id):
     """GET: the title as a text input (the row with htmx, a page without). POST: save it; in the
     row, or, with `place=heading`, for the editor on the page's heading."""
-    from sessions.services.conversations import ConversationRejected, conversation_rename
-
     conversation = _own(request, conversation_id)
     page_url = reverse("conversation", args=[conversation.id])
     if request.method == "GET":
@@ -125,8 +123,8 @@ def conversation_rename(request, conversation_id):
     title = request.POST.get("title", "")
     heading = request.POST.get("place") == "heading"
     try:
-        conversation = conversation_rename(user=request.user, conversation_id=conversation.id, title=title)
-    except ConversationRejected as exc:
+        conversation = conversations.conversation_rename(user=request.user, conversation_id=conversation.id, title=title)
+    except conversations.ConversationRejected as exc:
         if not request.htmx:
             return render(request, "sessions/sidebar/rename.html", {
                 "c": conversation, "value": title, "error": str(exc), "next": _page_path(request)}, status=422)
@@ -146,8 +144,6 @@ def conversation_rename(request, conversation_id):
 @require_http_methods(["GET", "POST"])
 def conversation_delete(request, conversation_id):
     """GET: the confirmation (in the row with htmx, a page without). POST: delete, or say why not."""
-    from sessions.services.conversations import ConversationMissing, ConversationRejected, conversation_delete
-
     conversation = _own(request, conversation_id)
     context = {"c": conversation, "error": "", "next": _page_path(request),
                "messages_count": conversation.messages.filter(visible=True).count()}
@@ -156,10 +152,10 @@ def conversation_delete(request, conversation_id):
         return render(request, template, context)
     was_open = str(_open_conversation_id(request)) == str(conversation.id)
     try:
-        title = conversation_delete(user=request.user, conversation_id=conversation.id)
-    except ConversationMissing:
+        title = conversations.conversation_delete(user=request.user, conversation_id=conversation.id)
+    except conversations.ConversationMissing:
         raise Http404("No such conversation") from None
-    except ConversationRejected as exc:
+    except conversations.ConversationRejected as exc:
         context["error"] = str(exc)
         if not request.htmx:
             return render(request, "sessions/sidebar/delete.html", context, status=409)

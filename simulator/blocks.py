@@ -137,7 +137,8 @@ def attachments(block: Any) -> tuple[int, tuple[tuple[str, int], ...]]:
             return 0, ()
         return 0, (media.document_block(block) or ("", 1),)
     if btype == "tool_result" and isinstance(block.get("content"), list):
-        images, documents = 0, ()
+        images = 0
+        documents: tuple[tuple[str, int], ...] = ()
         for part in block["content"]:
             i, d = attachments(part)
             images, documents = images + i, documents + d

@@ -58,7 +58,8 @@ def logged_images(messages: Any) -> list[dict[str, int]]:
         if not isinstance(item, Mapping):
             continue
         if item.get("type") == "image":
-            source = item.get("source") if isinstance(item.get("source"), Mapping) else {}
+            source = item.get("source")
+            source = source if isinstance(source, Mapping) else {}
             got = image_info(str(source.get("data") or "")) if source.get("type") == "base64" else None
             if got is not None:
                 found.append({"width": got.width, "height": got.height, "tokens": image_block_tokens(item)})

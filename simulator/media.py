@@ -113,7 +113,7 @@ def _decode_image(data: str) -> ImageInfo | None:
     return ImageInfo(media_type, width, height)
 
 
-def image_info(data: str) -> ImageInfo | None:
+def image_info(data: object) -> ImageInfo | None:
     """The real type and size of base64 image data; None when it is no image."""
     return _memo.get("image", data, _decode_image) if isinstance(data, str) else None
 
@@ -139,7 +139,7 @@ def _decode_pdf(data: str) -> PdfInfo | None:
         return None
 
 
-def pdf_info(data: str) -> PdfInfo | None:
+def pdf_info(data: object) -> PdfInfo | None:
     """Pages and text of base64 PDF data; None when it is not a readable PDF."""
     return _memo.get("pdf", data, _decode_pdf) if isinstance(data, str) else None
 

@@ -37,7 +37,7 @@ def run(sim: Simulator, body: Any, headers: Mapping[str, str], fault: Fault | No
         raise SimError(400, "invalid_request_error", "messages: Field required")
     info = sim.model(body.get("model"))
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or info.max_output
-    extra = {}
+    extra: dict[str, Any] = {}
     if body.get("stop"):
         stop = body["stop"]
         extra["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)

@@ -163,6 +163,7 @@ def find_actions(text: str, offered: set[str]) -> list[tuple[str, dict[str, Any]
             if any(s <= match.start() < e for s, e in taken):
                 continue
             g = match.groupdict()
+            args: dict[str, Any]
             if name == "write_file":
                 args = {"path": _unquote(g["path"]), "content": _unquote(g["content"])}
             elif name == "read_file":
@@ -236,7 +237,7 @@ def _describe_history_search(args: Mapping[str, Any], text: str) -> str:
 
 def _tool_report(messages: list[Mapping[str, Any]]) -> str:
     last = messages[-1]
-    calls: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    calls: dict[Any, tuple[str, Mapping[str, Any]]] = {}  # by tool_use id, as the request gives it
     if len(messages) >= 2 and isinstance(messages[-2].get("content"), list):
         for block in messages[-2]["content"]:
             if isinstance(block, Mapping) and block.get("type") == "tool_use":
@@ -407,7 +408,7 @@ def respond(
     if summary_mod.is_compression_prompt(user_text):
         text = "" if empty_summary else summary_mod.build_summary(user_text)
         return _text_reply(text, max_tokens, count_tokens, "summary")
-    offered = {t.get("name") for t in body.get("tools") or () if isinstance(t, Mapping)}
+    offered: set[Any] = {t.get("name") for t in body.get("tools") or () if isinstance(t, Mapping)}
     call = _CALL_TOOL.match(user_text.strip())
     if call:
         called = _call_tool(call, offered, seed)

@@ -282,7 +282,8 @@ class SimulatorServer:
         self.httpd = httpd
         self.thread = thread
         self.sim = httpd.sim
-        self.host, self.port = httpd.server_address[:2]
+        host, port = httpd.server_address[:2]
+        self.host, self.port = str(host), int(port)  # an IPv4 socket's (str, int)
 
     @property
     def base_url(self) -> str:

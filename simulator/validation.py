@@ -148,7 +148,7 @@ def _check_block(block: Any, path: str) -> None:
     if not isinstance(block, Mapping):
         raise InvalidRequest(f"{path}: Input should be a valid dictionary")
     btype = block.get("type")
-    allowed = _BLOCK_KEYS.get(btype)
+    allowed = _BLOCK_KEYS.get(btype) if isinstance(btype, str) else None
     if allowed is None:
         raise InvalidRequest(f"{path}.type: Input tag '{btype}' found using 'type' does not match any of the expected tags")
     for key in block:

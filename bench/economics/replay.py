@@ -18,11 +18,12 @@ from bench.economics.accounting import MODES, Call, summarize
 from bench.economics.workload import MODEL, Workload, make_workload
 
 CALL_SECONDS = 2.0
-# The hook for cache-aware compaction timing (a product setting that changes when compaction
-# happens): (settings-store group, {False: the values that turn it off, True: those that turn it
-# on}). None while the product has no such setting: then only ``timing=False`` replays run. When set,
-# every replay saves the values of its ``timing``, so replays sharing a database do not inherit one.
-TIMING_SETTING: tuple[str, dict[bool, dict[str, Any]]] | None = None
+# Cache-aware compaction timing (``compression.idle_compaction``, a product setting that changes
+# when compaction happens): (settings-store group, {False: the values that turn it off, True: those
+# that turn it on}). Every replay saves the values of its ``timing``, so replays sharing a database
+# do not inherit one. The product reads the replay's simulated clock (``sessions.services.clock``).
+TIMING_SETTING: tuple[str, dict[bool, dict[str, Any]]] | None = (
+    "compression", {False: {"idle_compaction": False}, True: {"idle_compaction": True}})
 
 
 def _fast_tmp() -> str | None:
@@ -131,6 +132,7 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
     from llm.models import get_model
     from sessions.agent.loop import turn_drain
     from sessions.models import ApiCall, CompressionEvent, Conversation
+    from sessions.services import clock as product_clock
     from sessions.services.context import session_start
     from sessions.services.turns import turn_submit
     from simulator import SimClock, start_simulator
@@ -147,7 +149,7 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
         with override_settings(
             HERMES_SIMULATOR_URL=server.base_url,
             CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}},
-        ):
+        ), product_clock.injected(clock.now):
             app.conf.task_always_eager = True
             settings_store.save_group("caching", {"strategy": name, "cache_ttl": ttl})
             if TIMING_SETTING is not None:

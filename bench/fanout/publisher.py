@@ -12,12 +12,13 @@ class Publisher:
     """group_send on a dedicated loop thread; Celery enqueues on a dedicated thread. Each records
     time.perf_counter() right before publishing an event."""
 
-    def __init__(self, redis_url: str) -> None:
+    def __init__(self, redis_url: str, *, one_by_one: bool = False) -> None:
         from celery import Celery
 
         from hermes_web.channel_layer import HermesChannelLayer
         from hermes_web.config import channel_layers
 
+        self.one_by_one = one_by_one  # the worker stream pushes each delta alone instead of a round at once
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="lfb-publisher", daemon=True)
         self.thread.start()
@@ -51,7 +52,8 @@ class Publisher:
                 wait: float) -> dict:
         # The product's turns run on the "agent" queue.
         result = self.celery.send_task("bench.fanout_tasks.stream_events",
-                                       args=[conversation_ids, events, interval, run_id], queue="agent")
+                                       args=[conversation_ids, events, interval, run_id, self.one_by_one],
+                                       queue="agent")
         try:
             return result.get(timeout=wait)
         finally:

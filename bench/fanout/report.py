@@ -109,7 +109,8 @@ def report(result: dict, sizes: tuple[int, ...], log=print) -> dict:
     for row in rows:
         if row.path == STREAM and row.worker:
             w = row.worker
-            log(f"worker stream N={row.n}{'*' if row.repeat else ''}: {w['published']} broadcasts, each "
+            log(f"worker stream N={row.n}{'*' if row.repeat else ''}: {w['published']} deltas in "
+                f"{w.get('calls', w['published'])} push calls, each "
                 f"p50 {fmt_ms(w['broadcast_ms']['p50'])} / p99 {fmt_ms(w['broadcast_ms']['p99'])} / "
                 f"max {fmt_ms(w['broadcast_ms']['max'])} ms; a round of {row.n} back to back p50 "
                 f"{fmt_ms(w['round_ms']['p50'])} / max {fmt_ms(w['round_ms']['max'])} ms")

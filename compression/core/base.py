@@ -19,7 +19,7 @@ import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .thresholds import DEFAULT_TARGET_RATIO, DEFAULT_THRESHOLD, compute_tail_token_budget, threshold_rule
@@ -73,10 +73,6 @@ class CompressionResult:
     def compressed(self) -> bool:
         return self.status == "compressed"
 
-    @property
-    def tokens_saved(self) -> int:
-        return self.tokens_before - self.tokens_after
-
 
 @dataclass(frozen=True)
 class CompressionPreview:
@@ -94,7 +90,6 @@ class CompressionPreview:
     reason: str = ""
     focus_topic: str | None = None
     first_compression: bool = True
-    summarized_indices: tuple[int, int] = field(default=(0, 0))
     summariser_calls: int = 0
 
 
@@ -104,8 +99,8 @@ class ContextEngine(ABC):
     name: str = ""
     description: str = ""
 
-    # Token state the host reads directly. last_prompt_tokens: -1 = compression just ran, waiting for
-    # real usage; 0 = no real usage yet (use the rough estimate).
+    # Token state the host reads directly. last_prompt_tokens: AWAITING_USAGE (compressor_state) =
+    # compression just ran, waiting for real usage; 0 = no real usage yet (use the rough estimate).
     last_prompt_tokens: int = 0
     threshold_tokens: int = 0
     context_length: int = 0

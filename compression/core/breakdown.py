@@ -161,20 +161,11 @@ def _tool_parts(tools_by_source: Any) -> list[tuple[str, str, int]]:
     return parts
 
 
-def context_breakdown(
-    messages: Iterable[Any],
-    *,
-    tools_by_source: Mapping[str, Iterable[Mapping[str, Any]]] | None,
-    window: int,
-    output_reserve: int = 0,
-    total: int | None = None,
-    refs: Sequence[Any] | None = None,
-    largest_n: int = 5,
-) -> Breakdown:
-    """The request split by kind, scaled to ``total`` when one is reported; see the module docstring."""
+def _message_sums(msgs: list[Any]) -> tuple[dict[str, int], list[tuple[int, int, str]], dict[str, str]]:
+    """(counted tokens by kind, (counted size, index, kind) of every message but the system prompt,
+    {tool call id: tool name})."""
     sums = dict.fromkeys(("system", "summary", "messages", "tool_results", "images"), 0)
-    msgs = list(messages or ())
-    sizes: list[tuple[int, int, str]] = []  # (counted size, index, kind) of every message but the system prompt
+    sizes: list[tuple[int, int, str]] = []
     call_names: dict[str, str] = {}
     for index, msg in enumerate(msgs):
         if not isinstance(msg, Mapping):
@@ -190,9 +181,37 @@ def context_breakdown(
         sums["images"] += images
         if kind != "system":
             sizes.append((own + MESSAGE_OVERHEAD_TOKENS, index, kind))
+    return sums, sizes, call_names
 
-    tool_parts = _tool_parts(tools_by_source)
-    counted_parts = [("system", LABELS["system"], sums["system"]), *tool_parts,
+
+def _bar(counted_parts: list[tuple[str, str, int]], used: int, window: int, reserve: int) -> tuple[Part, ...]:
+    """The parts, the output reserve and the free room, each placed along the window."""
+    rows = [*counted_parts, ("output_reserve", LABELS["output_reserve"], reserve)]
+    rows = [r for r in rows if r[2] > 0]
+    rows.append(("free", LABELS["free"], max(0, window - used - reserve)))
+    whole = max(window, used + reserve)
+    parts, offset = [], 0
+    for kind, label, n in rows:
+        parts.append(Part(kind, label, n, pct=round(100.0 * n / whole, 1) if whole else 0.0,
+                          x=round(100.0 * offset / whole, 1) if whole else 0.0))
+        offset += n
+    return tuple(parts)
+
+
+def context_breakdown(
+    messages: Iterable[Any],
+    *,
+    tools_by_source: Mapping[str, Iterable[Mapping[str, Any]]] | None,
+    window: int,
+    output_reserve: int = 0,
+    total: int | None = None,
+    refs: Sequence[Any] | None = None,
+    largest_n: int = 5,
+) -> Breakdown:
+    """The request split by kind, scaled to ``total`` when one is reported; see the module docstring."""
+    msgs = list(messages or ())
+    sums, sizes, call_names = _message_sums(msgs)
+    counted_parts = [("system", LABELS["system"], sums["system"]), *_tool_parts(tools_by_source),
                      *((k, LABELS[k], sums[k]) for k in ("summary", "messages", "tool_results", "images"))]
     counted = sum(n for _, _, n in counted_parts)
     reported = _count(total)
@@ -204,17 +223,7 @@ def context_breakdown(
     elif reported > 0:
         counted_parts.append(("other", LABELS["other"], reported))
     used = reported or counted
-
     window, reserve = _count(window), _count(output_reserve)
-    rows = [*counted_parts, ("output_reserve", LABELS["output_reserve"], reserve)]
-    rows = [r for r in rows if r[2] > 0]
-    rows.append(("free", LABELS["free"], max(0, window - used - reserve)))
-    whole = max(window, used + reserve)
-    parts, offset = [], 0
-    for kind, label, n in rows:
-        parts.append(Part(kind, label, n, pct=round(100.0 * n / whole, 1) if whole else 0.0,
-                          x=round(100.0 * offset / whole, 1) if whole else 0.0))
-        offset += n
 
     sizes.sort(key=lambda s: (-s[0], s[1]))
     ref_list = list(refs) if refs is not None else None
@@ -224,4 +233,4 @@ def context_breakdown(
         for size, index, kind in sizes[: _count(largest_n)]
     )
     return Breakdown(window=window, total=used, counted=counted, output_reserve=reserve, estimated=estimated,
-                     scale=scale, parts=tuple(parts), largest=largest)
+                     scale=scale, parts=_bar(counted_parts, used, window, reserve), largest=largest)

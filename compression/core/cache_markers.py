@@ -86,11 +86,17 @@ class CachedRequest:
     notes: tuple[str, ...] = field(default=())
 
 
-def none_strategy(messages, *, marker, native_anthropic, tools):
+Messages = list[dict[str, Any]]
+Tools = list[dict[str, Any]] | None
+
+
+def none_strategy(messages: Messages, *, marker: Mapping[str, str], native_anthropic: bool,
+                  tools: Tools) -> CachedRequest:
     return CachedRequest(messages, copy.deepcopy(tools) if tools is not None else None, 0, "none")
 
 
-def system_and_3(messages, *, marker, native_anthropic, tools):
+def system_and_3(messages: Messages, *, marker: Mapping[str, str], native_anthropic: bool,
+                 tools: Tools) -> CachedRequest:
     used = 0
     if messages and messages[0].get("role") == "system" and can_carry_marker(messages[0], native_anthropic):
         place_marker(messages[0], marker, native_anthropic)

@@ -59,7 +59,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from compression.core.cache_markers import CachedRequest, can_carry_marker, place_marker, system_and_3
+from compression.core.cache_markers import (
+    CachedRequest,
+    Messages,
+    Tools,
+    can_carry_marker,
+    place_marker,
+    system_and_3,
+)
+from compression.core.markers import SUMMARY_KEY
 from compression.core.tokens import estimate_tokens_rough, message_tokens, tools_text
 
 H1 = {"type": "ephemeral", "ttl": "1h"}
@@ -79,8 +87,6 @@ def _system_index(messages: list[dict[str, Any]], native_anthropic: bool) -> int
 
 def summary_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
     """The message that carries the compaction summary (``_compressed_summary``), if any."""
-    from compression.core.markers import SUMMARY_KEY
-
     for i, m in enumerate(messages):
         if m.get(SUMMARY_KEY):
             return i
@@ -103,15 +109,16 @@ def _last_carrier_at_or_before(carriers: list[int], index: int | None) -> int | 
     return found[-1] if found else None
 
 
-def _result(messages, tools, used: int, name: str):
+def _result(messages: Messages, tools: Tools, used: int, name: str) -> CachedRequest:
     return CachedRequest(messages, copy.deepcopy(tools) if tools is not None else None, used, name)
 
 
-def _place(messages, index: int, marker, native_anthropic: bool) -> None:
+def _place(messages: Messages, index: int, marker: Mapping[str, str], native_anthropic: bool) -> None:
     place_marker(messages[index], marker, native_anthropic)
 
 
-def warm_anchor(messages, *, marker, native_anthropic, tools, hints=None):
+def warm_anchor(messages: Messages, *, marker: Mapping[str, str], native_anthropic: bool, tools: Tools,
+                hints: Mapping[str, Any] | None = None) -> CachedRequest:
     hints = hints or {}
     carriers = _carrier_indexes(messages, native_anthropic)
     plan: list[tuple[int, Mapping[str, str]]] = []  # (message index, marker), in prefix order
@@ -159,11 +166,11 @@ def newest_reply(messages: Sequence[Mapping[str, Any]]) -> int | None:
     return None
 
 
-def _prefix_tokens(messages: Sequence[Mapping[str, Any]], tools) -> int:
+def _prefix_tokens(messages: Sequence[Mapping[str, Any]], tools: Tools) -> int:
     return sum(message_tokens(m) for m in messages) + estimate_tokens_rough(tools_text(tools))
 
 
-def rolling_reply(messages: Sequence[Mapping[str, Any]], carriers: list[int], tools,
+def rolling_reply(messages: Sequence[Mapping[str, Any]], carriers: list[int], tools: Tools,
                   hints: Mapping[str, Any]) -> int | None:
     """The message ``rolling_1h`` marks 1h, or None when the request gets ``system_and_3``'s layout."""
     if hints.get("after_compression") or not messages or messages[-1].get("role") != "tool":
@@ -176,7 +183,8 @@ def rolling_reply(messages: Sequence[Mapping[str, Any]], carriers: list[int], to
     return reply
 
 
-def rolling_1h(messages, *, marker, native_anthropic, tools, hints=None):
+def rolling_1h(messages: Messages, *, marker: Mapping[str, str], native_anthropic: bool, tools: Tools,
+               hints: Mapping[str, Any] | None = None) -> CachedRequest:
     carriers = _carrier_indexes(messages, native_anthropic)
     reply = rolling_reply(messages, carriers, tools, hints or {})
     if reply is None:
@@ -195,7 +203,7 @@ def rolling_1h(messages, *, marker, native_anthropic, tools, hints=None):
     return _result(messages, tools, len(plan), "rolling_1h")
 
 
-def stable_prefix(messages, *, marker, native_anthropic, tools):
+def stable_prefix(messages: Messages, *, marker: Mapping[str, str], native_anthropic: bool, tools: Tools) -> CachedRequest:
     carriers = _carrier_indexes(messages, native_anthropic)
     plan: list[tuple[int, Mapping[str, str]]] = []
     sys_i = _system_index(messages, native_anthropic)
@@ -215,7 +223,7 @@ def stable_prefix(messages, *, marker, native_anthropic, tools):
     return _result(messages, tools, len(plan), "stable_prefix")
 
 
-def tools_and_3(messages, *, marker, native_anthropic, tools):
+def tools_and_3(messages: Messages, *, marker: Mapping[str, str], native_anthropic: bool, tools: Tools) -> CachedRequest:
     tools = copy.deepcopy(tools) if tools is not None else None
     used = 0
     if tools:

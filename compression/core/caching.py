@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
-from compression.core.cache_markers import (  # noqa: F401  (re-exported: the caching API in one place)
+from compression.core.cache_markers import (  # re-exported (``__all__``): the caching API in one place
     DEFAULT_STRATEGY,
     MAX_BREAKPOINTS,
     VALID_TTLS,
@@ -44,6 +44,14 @@ from compression.core.cache_markers import (  # noqa: F401  (re-exported: the ca
     ttl_order_ok,
 )
 from compression.core.cache_strategies import EXTRA_STRATEGIES as _EXTRA_STRATEGIES
+
+__all__ = [
+    "DEFAULT_STRATEGY", "MAX_BREAKPOINTS", "ROUTE_COMPATIBLE", "ROUTE_NATIVE", "ROUTE_OPENROUTER", "ROUTE_SIMULATOR",
+    "VALID_TTLS", "CacheStrategy", "CachedRequest", "CachingStatus", "apply_cache_strategy",
+    "available_cache_strategies", "cache_marker", "can_carry_marker", "count_breakpoints", "marker_ttls",
+    "none_strategy", "place_marker", "prompt_caching_status", "register_cache_strategy", "strategy_ttls",
+    "strip_markers", "system_and_3", "ttl_order_ok",
+]
 
 CacheStrategy = Callable[..., CachedRequest]
 _STRATEGIES: dict[str, CacheStrategy] = {}

@@ -210,6 +210,19 @@ def plan_summary(
     return SummaryPlan(blocks, False, limit, overhead, expected, floor, window, messages, _joined_tokens(blocks))
 
 
+def _next_chunk(plan: SummaryPlan, k: int, i: int, running: str | None, read: int,
+                counter: TextCounter) -> tuple[Chunk, int, int]:
+    """Chunk ``k`` (from block ``i``, sized for the ``running`` summary it carries), the block after
+    it, and the number of calls the run now expects (``read``: tokens read so far)."""
+    if plan.single:
+        return _join(plan.blocks), len(plan.blocks), 1
+    chunk, i = _take(plan.blocks, i, plan.capacity(counter(running) if running else 0))
+    # The calls still to come, if each carries a summary about the budget long.
+    remaining = max(1, plan.tokens - read - chunk.tokens)
+    n = k if i >= len(plan.blocks) else k + math.ceil(remaining / plan.capacity(plan.expected_previous))
+    return chunk, i, n
+
+
 def run_summary(
     plan: SummaryPlan,
     summarisers: Sequence[Summariser | None],
@@ -234,17 +247,9 @@ def run_summary(
     calls = messages = tokens = 0
     current = 0
     k, i = 0, 0
-    expected_capacity = plan.capacity(plan.expected_previous)
     while k == 0 or i < len(plan.blocks):
         k += 1
-        if plan.single:
-            chunk, i = _join(plan.blocks), len(plan.blocks)
-            n = 1
-        else:
-            chunk, i = _take(plan.blocks, i, plan.capacity(counter(running) if running else 0))
-            # The calls still to come, if each carries a summary about the budget long.
-            remaining = max(1, plan.tokens - tokens - chunk.tokens)
-            n = k if i >= len(plan.blocks) else k + math.ceil(remaining / expected_capacity)
+        chunk, i, n = _next_chunk(plan, k, i, running, tokens, counter)
         if on_chunk is not None:
             on_chunk(k, n)
         prompt = build_summary_prompt(

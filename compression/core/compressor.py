@@ -34,6 +34,9 @@ Guarantees:
   ``context.recall_tools`` setting), it offers ``context_search`` / ``context_expand`` over
   everything compacted, and each summary's prefix says so unless the note alone would make the
   result bigger than its input (``compressor_recall.py``). Otherwise: no tool, no note.
+- ``decorate_summary(text, plan, fits)`` is the hook an engine built on this one overrides to add
+  to the summary's body (lcm appends its anchor index); what it adds stays only while the result
+  is no bigger than its input.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ import datetime
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .assembly import assemble
@@ -54,27 +56,22 @@ from .base import (
     CompressionResult,
     ContextEngine,
     ProgressCallback,
-    Status,
 )
-from .boundaries import Boundaries, find_boundaries
-from .chunked import SummaryRun
+from .boundaries import find_boundaries
 from .compressor_reading import SummaryReading
 from .compressor_recall import RecallOffering
+from .compressor_run import CompactionPlan, CompressionRun
 from .compressor_state import (
     ANTI_THRASH_LIMIT,
-    INEFFECTIVE_LOW_SAVINGS,
     INEFFECTIVE_NO_REDUCTION,
     INEFFECTIVE_NOTHING,
-    INEFFECTIVE_SAVINGS_PCT,
-    REASON_COOLDOWN,
-    REASON_INEFFECTIVE,
     REASON_NO_REDUCTION,
     REASON_NOTHING,
     REASON_SUMMARY_FAILED,
     TriggerState,
 )
 from .fallback import build_fallback_summary
-from .markers import is_summary_message, summary_body_of, wrap_summary
+from .markers import SUMMARY_KEY, is_summary_message, replace_summary_text, summary_body_of, wrap_summary
 from .media import strip_historical_images
 from .pruning import prune_old_tool_results
 from .recall_tools import Recall
@@ -103,18 +100,19 @@ log = logging.getLogger(__name__)
 
 Summariser = Callable[[str, int], Any]  # returns a str or a SummaryResult
 ON_FAILURE_CHOICES = ("abort", "fallback")
-
-
-
-@dataclass(frozen=True)
-class _Plan:
-    pruned: list[dict[str, Any]]
-    pruned_count: int
-    bounds: Boundaries
-    first_compression: bool
+SummaryFits = Callable[[str], bool]
 
 
 class ContextCompressor(RecallOffering, SummaryReading, TriggerState, ContextEngine):
+    """Constructor keywords beyond the contract's: ``summariser_context_length``, the auxiliary
+    model's window (for ``auxiliary.provider = auto`` the main model's). It sizes the chunks the
+    middle is read in and caps the threshold (SPEC §7.1). None (unknown): chunks are sized for the
+    64,000-token minimum an auxiliary model must have, which never overflows but may take more
+    calls, and the threshold is kept. ``fallback_summariser``: tried once when ``summariser``
+    fails (the main model). ``recall``: the host's search over this conversation
+    (``compression.core.recall_tools``); ``recall_tools``: whether to offer the recall tools when
+    there is one (``context.recall_tools``)."""
+
     name = "compressor"
     description = "Built-in lossy compaction: prune old tool output, summarise the middle, keep head and tail."
 
@@ -141,13 +139,6 @@ class ContextCompressor(RecallOffering, SummaryReading, TriggerState, ContextEng
         recall: Recall | None = None,
         recall_tools: bool = True,
     ) -> None:
-        """``summariser_context_length``: the auxiliary model's window (for ``auxiliary.provider =
-        auto`` the main model's). It sizes the chunks the middle is read in and caps the threshold
-        (SPEC §7.1). None (unknown): chunks are sized for the 64,000-token minimum an auxiliary
-        model must have, which never overflows but may take more calls, and the threshold is kept.
-        ``fallback_summariser``: tried once when ``summariser`` fails (the main model).
-        ``recall``: the host's search over this conversation (``compression.core.recall_tools``);
-        ``recall_tools``: whether to offer the recall tools when there is one (``context.recall_tools``)."""
         if on_summary_failure not in ON_FAILURE_CHOICES:
             raise ValueError(f"on_summary_failure must be one of {ON_FAILURE_CHOICES} (got {on_summary_failure!r})")
         self.summariser = summariser
@@ -188,7 +179,6 @@ class ContextCompressor(RecallOffering, SummaryReading, TriggerState, ContextEng
         )
         self.context_length = context_length
         self.threshold = rule.decision.threshold
-        self.threshold_notice = rule.decision.notice
         self.summariser_context_length = self.configured_summariser_context_length or min(
             context_length, MINIMUM_CONTEXT_LENGTH
         )
@@ -245,7 +235,7 @@ class ContextCompressor(RecallOffering, SummaryReading, TriggerState, ContextEng
                 return summary_body_of(msg) or None
         return None
 
-    def _plan(self, messages: Sequence[Mapping[str, Any]]) -> _Plan:
+    def _plan(self, messages: Sequence[Mapping[str, Any]]) -> CompactionPlan:
         has_summary = any(is_summary_message(m) for m in messages)
         first = self.compression_count == 0 and self.previous_summary is None and not has_summary
         pruned, pruned_count = prune_old_tool_results(
@@ -259,7 +249,7 @@ class ContextCompressor(RecallOffering, SummaryReading, TriggerState, ContextEng
             first_compression=first,
             token_counter=self.message_size,
         )
-        return _Plan(pruned, pruned_count, bounds, first)
+        return CompactionPlan(messages, pruned, pruned_count, bounds, first)
 
     def has_content_to_compress(self, messages: Sequence[Mapping[str, Any]]) -> bool:
         return self._plan(messages).bounds.has_content
@@ -268,7 +258,7 @@ class ContextCompressor(RecallOffering, SummaryReading, TriggerState, ContextEng
         """What ``compress`` would summarise now (and in how many calls); no summariser call, no state change."""
         plan = self._plan(messages)
         start, end = plan.bounds.start, plan.bounds.end
-        turns = plan.pruned[start:end] if plan.bounds.has_content else []
+        turns = plan.middle
         turn_tokens = self.count_messages_tokens(turns)
         budget = summary_budget(turn_tokens, self.max_summary_tokens)
         calls = 0
@@ -288,7 +278,6 @@ class ContextCompressor(RecallOffering, SummaryReading, TriggerState, ContextEng
             reason="" if plan.bounds.has_content else REASON_NOTHING,
             focus_topic=focus_topic,
             first_compression=plan.first_compression,
-            summarized_indices=(start, end) if plan.bounds.has_content else (start, start),
             summariser_calls=calls,
         )
 
@@ -305,119 +294,102 @@ class ContextCompressor(RecallOffering, SummaryReading, TriggerState, ContextEng
         **_: Any,
     ) -> CompressionResult:
         """Compact ``messages`` (see the module docstring). ``today``: the user's date for the prompt."""
-        tokens_before = self.count_messages_tokens(messages)
-        n_before = len(messages)
-        run = SummaryRun(None, None, 0, 0, 0)
+        run = CompressionRun(messages, self.count_messages_tokens(messages), focus_topic, on_progress)
+        refusal = self._automatic_refusal(force)
+        if refusal:
+            return run.unchanged("aborted", refusal)
 
-        def unchanged(status: Status, reason: str, pruned: int = 0) -> CompressionResult:
-            return CompressionResult(
-                messages=messages,  # the caller's own sequence, untouched
-                status=status,
-                pruned_count=pruned,
-                tokens_before=tokens_before,
-                tokens_after=tokens_before,
-                reason=reason,
-                messages_before=n_before,
-                messages_after=n_before,
-                focus_topic=focus_topic,
-                messages_read=run.messages_read,
-                tokens_read=run.tokens_read,
-                summariser_calls=run.calls,
-                summariser_fallback_reason=run.primary_failure,
-            )
-
-        def progress(phase: str) -> None:
-            if on_progress is not None:
-                try:
-                    on_progress(phase)
-                except Exception:  # a broken progress broadcast must not break compression
-                    log.exception("compression progress callback failed")
-
-        if force:
-            self._cooldown_deadline = 0.0
-        elif self.cooldown_remaining() > 0:
-            return unchanged("aborted", REASON_COOLDOWN)
-        elif self.ineffective_count >= ANTI_THRASH_LIMIT:
-            return unchanged("aborted", REASON_INEFFECTIVE)
-
-        progress(PHASE_PRUNING)
+        run.progress(PHASE_PRUNING)
         plan = self._plan(messages)
         if not plan.bounds.has_content:
             if not force:
                 self._strike(INEFFECTIVE_NOTHING)  # an automatic no-op is a strike (#40803)
-            return unchanged("noop", REASON_NOTHING, plan.pruned_count)
+            return run.unchanged("noop", REASON_NOTHING, plan.pruned_count)
 
-        start, end = plan.bounds.start, plan.bounds.end
-        turns = plan.pruned[start:end]
-        # The summary already in context is the one to update; a remembered one that is not in these
-        # messages belongs to another session and must not leak in (#38788).
-        previous = self._find_previous_summary(messages)
-        budget = summary_budget(self.count_messages_tokens(turns), self.max_summary_tokens)
-
-        progress(PHASE_SUMMARISING)
-        reading = self._plan_reading(turns, budget, previous, focus_topic, extra_context, today)
-        run, failure = self._summarise(reading, budget, previous, focus_topic, extra_context, today, progress)
-        body = run.body
-        fallback = False
+        run.progress(PHASE_SUMMARISING)
+        body, failure = self._summary_body(plan, run, extra_context, today)
         if body is None:
-            self.last_failure = failure
-            if self.on_summary_failure != "fallback":
-                return unchanged("aborted", f"{REASON_SUMMARY_FAILED}: {failure}", plan.pruned_count)
-            body = build_fallback_summary(turns, failure, previous)
-            fallback = True
+            return run.unchanged("aborted", f"{REASON_SUMMARY_FAILED}: {failure}", plan.pruned_count)
 
-        progress(PHASE_ASSEMBLING)
-        out = self._counted(strip_historical_images(assemble(plan.pruned, start, end, body, fallback=fallback)))
-        summary_text = wrap_summary(body)
+        run.progress(PHASE_ASSEMBLING)
+        start, end = plan.bounds.start, plan.bounds.end
+        out = self._counted(strip_historical_images(assemble(plan.pruned, start, end, body, fallback=bool(failure))))
+        out, body, summary_text = self._dressed(out, body, plan, run.tokens_before)
         tokens_after = self.count_messages_tokens(out)
-        noted = self._with_recall_note(out, summary_text, body, tokens_before)
-        if noted is not None:
-            out, summary_text, tokens_after = noted
-        if tokens_after > tokens_before:
+        if tokens_after > run.tokens_before:
             if not force:
                 self._strike(INEFFECTIVE_NO_REDUCTION)
-            return unchanged("aborted", f"{REASON_NO_REDUCTION}: the summary is larger than the turns it replaces")
+            return run.unchanged("aborted", f"{REASON_NO_REDUCTION}: the summary is larger than the turns it replaces")
 
         rough_before = estimate_messages_tokens_rough(messages)
-        rough_after = estimate_messages_tokens_rough(out)
-        savings = 100.0 * (rough_before - rough_after) / rough_before if rough_before else 0.0
-        self.last_savings_pct = savings
-        # One verdict per compaction: now when it saved too little, else on the next real prompt.
-        if savings < INEFFECTIVE_SAVINGS_PCT:
-            self._strike(INEFFECTIVE_LOW_SAVINGS)
-            self._verdict_pending = False
-        else:
-            self._verdict_pending = True
-        self.compression_count += 1
-        self.previous_summary = body
-        if not fallback:
-            self.last_failure = None
-            self._cooldown_deadline = 0.0
-        self.last_prompt_tokens = -1
-        self._awaiting_real_usage = True
+        savings = 100.0 * (rough_before - estimate_messages_tokens_rough(out)) / rough_before if rough_before else 0.0
+        self._record_compaction(savings, body, fallback=bool(failure))
         log.info(
             "Compressed: %d -> %d messages (~%d -> %d tokens, %.0f%% rough savings; summariser read %d "
-            "messages, %d tokens in %d calls)",
-            n_before, len(out), tokens_before, tokens_after, savings, run.messages_read, run.tokens_read, run.calls,
+            "messages, %d tokens in %d calls)", len(messages), len(out), run.tokens_before, tokens_after, savings,
+            run.reading.messages_read, run.reading.tokens_read, run.reading.calls,
         )
-        return CompressionResult(
-            messages=out,
-            status="compressed",
-            summary=summary_text,
-            pruned_count=plan.pruned_count,
-            summarized_count=len(turns),
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-            reason=f"fallback summary ({failure})" if fallback else "",
-            messages_before=n_before,
-            messages_after=len(out),
-            fallback_used=fallback,
-            focus_topic=focus_topic,
-            messages_read=run.messages_read,
-            tokens_read=run.tokens_read,
-            summariser_calls=run.calls,
-            summariser_fallback_reason=run.primary_failure,
+        return run.compressed(out, summary_text, plan, tokens_after, fallback_reason=failure)
+
+    def _summary_body(
+        self, plan: CompactionPlan, run: CompressionRun, extra_context: str | None, today: datetime.date | str | None
+    ) -> tuple[str | None, str]:
+        """(the summariser's body, ""); when it failed, (the local fallback summary, or None when a
+        failure aborts, and the failure)."""
+        turns = plan.middle
+        # The summary already in context is the one to update; a remembered one that is not in these
+        # messages belongs to another session and must not leak in (#38788).
+        previous = self._find_previous_summary(plan.messages)
+        budget = summary_budget(self.count_messages_tokens(turns), self.max_summary_tokens)
+        reading = self._plan_reading(turns, budget, previous, run.focus_topic, extra_context, today)
+        run.reading, failure = self._summarise(
+            reading, budget, previous, run.focus_topic, extra_context, today, run.progress
         )
+        if not failure:
+            return run.reading.body, ""
+        self.last_failure = failure
+        if self.on_summary_failure != "fallback":
+            return None, failure
+        return build_fallback_summary(turns, failure, previous), failure
+
+    def decorate_summary(self, text: str, plan: CompactionPlan, fits: SummaryFits) -> str:
+        """The summary body as the context carries it: engines override this to add to it (lcm
+        appends its anchor index). ``plan`` is this compaction's; ``fits(body)`` says whether a
+        body keeps the result no bigger than its input (a decoration that does not fit is dropped).
+        The compressor's body stays as the summariser wrote it."""
+        return text
+
+    def _dressed(
+        self, out: list[dict[str, Any]], body: str, plan: CompactionPlan, tokens_before: int
+    ) -> tuple[list[dict[str, Any]], str, str]:
+        """(messages, summary body, summary text) with the summary's body decorated
+        (``decorate_summary``) and the recall note in its prefix (``recall_note``), when together
+        they keep the result no bigger than its input; else ``out`` as assembled."""
+        at = next((i for i, m in enumerate(out) if m.get(SUMMARY_KEY)), None)
+        plain, note = wrap_summary(body), self.recall_note()
+        if at is None:
+            return out, body, plain
+        tried: dict[str, list[dict[str, Any]] | None] = {}
+
+        def dressed(text: str) -> list[dict[str, Any]] | None:
+            if text not in tried:
+                replaced = replace_summary_text(out[at], plain, wrap_summary(text, note))
+                tried[text] = None if replaced is None else self._counted([*out[:at], replaced, *out[at + 1:]])
+            return tried[text]
+
+        def fits(text: str) -> bool:
+            candidate = dressed(text)
+            return candidate is not None and self.count_messages_tokens(candidate) <= tokens_before
+
+        decorated = self.decorate_summary(body, plan, fits)
+        if decorated == body and not note:
+            return out, body, plain
+        if dressed(decorated) is None:
+            log.warning("the summary message has an unexpected shape; it is left as assembled")
+        candidate = dressed(decorated)
+        if candidate is None or not fits(decorated):
+            return out, body, plain
+        return candidate, decorated, wrap_summary(decorated, note)
 
     def _counted(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``messages`` with a stored token count on each (the list is fresh: it is changed in place)."""

@@ -9,7 +9,7 @@ its injected `_clock` (monotonic) and `_wall_clock` (for the persisted cooldown)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .usage import prompt_tokens_of
@@ -34,12 +34,16 @@ REASON_NO_REDUCTION = "no reduction"
 REASON_SUMMARY_FAILED = "summary failed"  # prefix of the reason; the failure follows after ": "
 NO_AUX_MODEL = "no auxiliary model configured"
 STATE_VERSION = 2
+# `last_prompt_tokens` from a compaction until the next response reports real usage (SPEC §3.2):
+# the context was rebuilt and its real size is not known yet. The one definition: the host reads
+# it too (the loop's cache hints, the import check).
+AWAITING_USAGE = -1
 
 
 class TriggerState:
     threshold_tokens: int
-    _clock: Any
-    _wall_clock: Any
+    _clock: Callable[[], float]
+    _wall_clock: Callable[[], float]
 
     def _reset_session_state(self) -> None:
         self.compression_count = 0
@@ -50,7 +54,6 @@ class TriggerState:
         self.ineffective_reason = ""
         self._verdict_pending = False  # a compaction awaits its verdict from the next real prompt
         self.last_failure: str | None = None
-        self.last_savings_pct: float | None = None
         self._cooldown_deadline = 0.0
         self._cooldown_reason = ""
         self._awaiting_real_usage = False
@@ -107,13 +110,41 @@ class TriggerState:
 
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
-        if tokens < 0:
-            tokens = 0  # −1: compression just ran; wait for real usage
-        return tokens >= self.threshold_tokens and self.blocked_reason() is None
+        # AWAITING_USAGE (compression just ran) counts as 0 until real usage arrives.
+        return max(0, tokens) >= self.threshold_tokens and self.blocked_reason() is None
 
     def should_defer_preflight_to_real_usage(self, tokens: int) -> bool:
         """Preflight rule of SPEC §5.2: right after a compaction, wait for the next real prompt."""
-        return tokens >= self.threshold_tokens and (self._awaiting_real_usage or self.last_prompt_tokens == -1)
+        awaiting = self._awaiting_real_usage or self.last_prompt_tokens == AWAITING_USAGE
+        return tokens >= self.threshold_tokens and awaiting
+
+    def _automatic_refusal(self, force: bool) -> str | None:
+        """Why ``compress`` must not run now (the cooldown, the anti-thrash latch), or None;
+        ``force`` ignores both and ends the cooldown."""
+        if force:
+            self._cooldown_deadline = 0.0
+            return None
+        if self.cooldown_remaining() > 0:
+            return REASON_COOLDOWN
+        if self.ineffective_count >= ANTI_THRASH_LIMIT:
+            return REASON_INEFFECTIVE
+        return None
+
+    def _record_compaction(self, savings_pct: float, body: str, fallback: bool) -> None:
+        """A compaction happened: its verdict (now when it saved too little, else on the next real
+        prompt), the count, the summary, and the wait for real usage."""
+        if savings_pct < INEFFECTIVE_SAVINGS_PCT:
+            self._strike(INEFFECTIVE_LOW_SAVINGS)
+            self._verdict_pending = False
+        else:
+            self._verdict_pending = True
+        self.compression_count += 1
+        self.previous_summary = body
+        if not fallback:
+            self.last_failure = None
+            self._cooldown_deadline = 0.0
+        self.last_prompt_tokens = AWAITING_USAGE
+        self._awaiting_real_usage = True
 
     def _start_cooldown(self, seconds: float, reason: str) -> None:
         self._cooldown_deadline = self._clock() + seconds

@@ -93,9 +93,8 @@ def describe_call(name: str, args: Mapping[str, Any]) -> str:
     return _squeeze(text, ACTION_MAX_CHARS)
 
 
-def build_fallback_summary(
-    turns: Sequence[Mapping[str, Any]], reason: str, previous_summary: str | None = None
-) -> str:
+def _gleaned(turns: Sequence[Mapping[str, Any]]) -> tuple[str, list[str], list[str], list[str]]:
+    """(the latest user request, the tool calls made, the files named, the errors seen) of ``turns``."""
     actions: list[str] = []
     files: list[str] = []
     errors: list[str] = []
@@ -116,7 +115,13 @@ def build_fallback_summary(
             errors.append(_squeeze(text, 300))
         if role in ("user", "assistant"):
             files.extend(m.group(1) for m in _PATH_IN_TEXT.finditer(text) if "/" in m.group(1) or "." in m.group(1))
+    return last_user, actions, files, errors
 
+
+def build_fallback_summary(
+    turns: Sequence[Mapping[str, Any]], reason: str, previous_summary: str | None = None
+) -> str:
+    last_user, actions, files, errors = _gleaned(turns)
     actions = _unique(actions, MAX_ACTIONS)
     goal, constraints, progress, done, in_progress, blocked, decisions, relevant, next_steps, critical = (
         TEMPLATE_HEADINGS

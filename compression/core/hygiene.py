@@ -1,7 +1,7 @@
 """Trigger rules that do not belong to one engine instance (SPEC §5.1 and §5.2).
 
 Guarantees, as pure functions of the numbers they are given:
-- ``should_run_hygiene``: gateway hygiene fires at a fixed 85 % of the window (ignoring
+- ``hygiene_decision``: gateway hygiene fires at a fixed 85 % of the window (ignoring
   ``compression.threshold``) or at the hard message limit, only with ≥ 4 messages and compression
   enabled. Tokens are the projected next request (``projection``, SPEC §3.4).
 - ``preflight_gate``: the cheap check before the projection is computed.
@@ -62,23 +62,6 @@ def hygiene_decision(
     if message_count >= max(HYGIENE_MIN_MESSAGES, hard_message_limit):
         return decided(True, f"{message_count:,} messages >= hard limit {hard_message_limit:,}")
     return decided(False, "under the hygiene threshold")
-
-
-def should_run_hygiene(
-    *,
-    message_count: int,
-    context_length: int,
-    tokens: int = 0,
-    enabled: bool = True,
-    hard_message_limit: int = DEFAULT_HARD_MESSAGE_LIMIT,
-) -> bool:
-    return hygiene_decision(
-        message_count=message_count,
-        context_length=context_length,
-        tokens=tokens,
-        enabled=enabled,
-        hard_message_limit=hard_message_limit,
-    ).fire
 
 
 def preflight_gate(

@@ -20,7 +20,6 @@ it the tools answer with an error and anchors carry no reference.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
@@ -28,20 +27,10 @@ from typing import Any, Protocol
 
 from . import recall_tools
 from .anchors import Anchor, extract_anchors, fit_anchors, merge_anchors, parse_index, render_index, split_index
-from .base import CompressionResult
-from .compressor import ContextCompressor
-from .markers import (
-    END_MARKER,
-    LCM_RECALL_NOTE,
-    SUMMARY_KEY,
-    SUMMARY_PREFIX,
-    is_summary_message,
-    replace_summary_text,
-    strip_recall_note,
-    summary_body_of,
-)
+from .compressor import ContextCompressor, SummaryFits
+from .compressor_run import CompactionPlan
+from .markers import LCM_RECALL_NOTE, is_summary_message, strip_recall_note, summary_body_of, wrap_summary
 from .recall_tools import EXPAND_DEFAULT, EXPAND_MAX, EXPAND_TOOL, SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT, SEARCH_TOOL
-from .tokens import TOKENS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +51,13 @@ class Recall(recall_tools.Recall, Protocol):
     def context_refs(self) -> Sequence[tuple[str, str | None]]: ...
 
 
+def _with_index(prose: str, index: str) -> str:
+    return f"{prose.strip()}\n\n{index}" if index else prose
+
+
 def lcm_summary_text(prose: str, index: str) -> str:
     """The full summary text: the prefix with the tools' note, the prose, the index, the end marker."""
-    parts = [f"{SUMMARY_PREFIX} {RECALL_NOTE}", prose.strip()]
-    if index:
-        parts.append(index)
-    return "\n\n".join([*parts, END_MARKER])
+    return wrap_summary(_with_index(prose, index), RECALL_NOTE)
 
 
 def split_lcm_body(body: str) -> tuple[str, str]:
@@ -98,8 +88,8 @@ class LcmEngine(ContextCompressor):
         return True
 
     def recall_note(self) -> str:
-        """None of the compressor's: lcm's own note comes with its index (``lcm_summary_text``)."""
-        return ""
+        """lcm's own note: it names the anchor index too (kept only with the index, see ``decorate_summary``)."""
+        return RECALL_NOTE
 
     @property
     def anchor_index_tokens(self) -> int:
@@ -140,49 +130,20 @@ class LcmEngine(ContextCompressor):
             refs[offset + i] = ref
         return refs
 
-    def compress(
-        self,
-        messages: Sequence[dict[str, Any]],
-        current_tokens: int | None = None,
-        focus_topic: str | None = None,
-        force: bool = False,
-        **kwargs: Any,
-    ) -> CompressionResult:
-        previous = self._previous_anchors(messages)
-        plan = self._plan(messages)  # the same plan the compressor makes: state is unchanged until it runs
-        fresh: list[Anchor] = []
-        if plan.bounds.has_content:
-            refs = self._refs(messages)
-            start, end = plan.bounds.start, plan.bounds.end
-            fresh = extract_anchors(messages[start:end], refs[start:end])
-        result = super().compress(messages, current_tokens, focus_topic, force, **kwargs)
-        if not result.compressed:
-            return result
-        return self._annotate(result, merge_anchors(previous, fresh))
+    # The anchor index after the summary's prose ---------------------------------------------------
 
-    def _annotate(self, result: CompressionResult, anchors: list[Anchor]) -> CompressionResult:
-        prose = self.previous_summary or ""
-        old_text = result.summary or ""
-        at = next((i for i, m in enumerate(result.messages) if m.get(SUMMARY_KEY)), None)
-        if at is None:
-            return result
+    def decorate_summary(self, text: str, plan: CompactionPlan, fits: SummaryFits) -> str:
+        """``text`` followed by the anchor index: the previous summary's anchors carried forward and
+        those of the compacted span, as many as its budget holds, halved until the result is no
+        bigger than its input. With none fitting, the summary goes without the index, and without
+        the note that names it."""
+        start, end = plan.bounds.start, plan.bounds.end
+        fresh = extract_anchors(plan.messages[start:end], self._refs(plan.messages)[start:end])
+        anchors = merge_anchors(self._previous_anchors(plan.messages), fresh)
         budget = self.anchor_index_tokens
         while True:
-            kept = fit_anchors(anchors, budget)
-            index = render_index(kept)
-            text = lcm_summary_text(prose, index)
-            replaced = replace_summary_text(result.messages[at], old_text, text)
-            if replaced is None:
-                log.warning("the summary message has an unexpected shape; it is left without an anchor index")
-                return result
-            replaced[TOKENS_KEY] = self._tokens({k: v for k, v in replaced.items() if k != TOKENS_KEY})
-            out = [*result.messages[:at], replaced, *result.messages[at + 1:]]
-            tokens_after = self.count_messages_tokens(out)
-            if tokens_after <= result.tokens_before or (not index and budget == 0):
-                break
+            index = render_index(fit_anchors(anchors, budget))
+            decorated = _with_index(text, index)
+            if fits(decorated) or (not index and budget == 0):
+                return decorated
             budget = 0 if budget <= INDEX_MIN_TOKENS // 2 else budget // 2  # shrink until the result is smaller
-        if tokens_after > result.tokens_before:
-            return result  # even the note does not fit: the compressor's result stands
-        body = text[len(SUMMARY_PREFIX):].split(END_MARKER, 1)[0].strip()
-        self.previous_summary = body
-        return dataclasses.replace(result, messages=out, summary=text, tokens_after=tokens_after)

@@ -62,9 +62,6 @@ MAX_MEDIA_PER_REQUEST = 100
 MAX_MEDIA_PER_REQUEST_1M = 600
 LARGE_CONTEXT_WINDOW = 1_000_000
 PDF_MEDIA_TYPE = "application/pdf"
-# PDF: "Maximum request size: 32 MB" — the whole request, PDFs included, so it is a PDF's limit too.
-MAX_REQUEST_BYTES = 32 * 1024 * 1024
-MAX_PDF_BYTES = MAX_REQUEST_BYTES
 
 
 def _positive(value: Any, what: str) -> int:
@@ -127,10 +124,6 @@ def max_media_per_request(context_window: int | None) -> int:
     return MAX_MEDIA_PER_REQUEST_1M if (context_window or 0) >= LARGE_CONTEXT_WINDOW else MAX_MEDIA_PER_REQUEST
 
 
-# The documentation states one limit for each; both are `max_media_per_request` of the window.
-max_images_per_request = max_media_per_request
-max_pdf_pages = max_media_per_request
-
 # -- content parts --------------------------------------------------------------------------------
 
 # The per-message token cache key. Defined here, the leaf module, and re-exported by ``tokens``.
@@ -140,10 +133,6 @@ _IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})
 
 def is_image_part(part: Any) -> bool:
     return isinstance(part, Mapping) and part.get("type") in _IMAGE_TYPES
-
-
-def is_document_part(part: Any) -> bool:
-    return isinstance(part, Mapping) and part.get("type") == "document"
 
 
 def is_media_part(part: Any) -> bool:

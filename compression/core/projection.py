@@ -13,8 +13,8 @@ Guarantees:
 - Without one (a new session, or right after a compaction), it is ``counted × ratio``; a real count
   whose request was not counted (stored before these counts were kept) is taken as a floor.
 - ``ratio`` is the model's measured real-to-counted ratio, clamped to ``RATIO_BOUNDS``; 1.0 (the
-  prior) until a response has been measured. ``ratio_update`` decays old samples, so a model's
-  ratio follows what its conversations hold now.
+  prior) until a response has been measured. Older samples weigh ``RATIO_DECAY`` less at each
+  measured response, so a model's ratio follows what its conversations hold now.
 - ``pressure_level`` reads "warn" while one more turn like the recent ones could cross the
   threshold, so a compaction never follows a reading of "ok" unless one message outgrows every
   recent turn.
@@ -64,11 +64,6 @@ def clamp_ratio(ratio: Any) -> float:
 def ratio_of(real_sum: float, counted_sum: float) -> float:
     """The measured ratio from decayed sums of real and counted prompt tokens (the prior without any)."""
     return clamp_ratio(real_sum / counted_sum) if counted_sum and counted_sum > 0 and real_sum > 0 else RATIO_PRIOR
-
-
-def ratio_update(real_sum: float, counted_sum: float, *, real: int, counted: int) -> tuple[float, float]:
-    """The sums after one more measured response (older samples weigh ``RATIO_DECAY`` less)."""
-    return real_sum * RATIO_DECAY + real, counted_sum * RATIO_DECAY + counted
 
 
 def project_next_request(*, counted: int, last_real: int = 0, counted_at_last_real: int = 0,

@@ -85,8 +85,9 @@ def _count_items(content: str, count_keys: tuple[str, ...], list_keys: tuple[str
         return len(data)
     if isinstance(data, dict):
         for key in count_keys:
-            if isinstance(data.get(key), int) and not isinstance(data.get(key), bool):
-                return data[key]
+            count = data.get(key)
+            if isinstance(count, int) and not isinstance(count, bool):
+                return count
         for key in list_keys:
             if isinstance(data.get(key), list):
                 return len(data[key])

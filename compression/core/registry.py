@@ -27,6 +27,8 @@ from types import ModuleType
 from typing import Any
 
 from .base import ContextEngine
+from .compressor import ContextCompressor
+from .lcm import LcmEngine
 
 log = logging.getLogger(__name__)
 
@@ -163,14 +165,10 @@ def _engine_from_plugin(name: str, root: Path) -> EngineSource | None:
 
 
 def _builtin(kwargs: dict[str, Any]) -> ContextEngine:
-    from .compressor import ContextCompressor  # lazy: the compressor itself imports this package's base
-
     return _instantiate(ContextCompressor, kwargs)
 
 
 def _lcm(kwargs: dict[str, Any]) -> ContextEngine:
-    from .lcm import LcmEngine  # lazy, as the compressor it builds on
-
     return _instantiate(LcmEngine, kwargs)
 
 

@@ -49,12 +49,12 @@ class FieldSpec:
         return self.choices()
 
 
-def _between(lo, hi):
-    return lambda v: lo <= v <= hi
+def _between(lo: float, hi: float) -> Callable[[Any], bool]:
+    return lambda v: bool(lo <= v <= hi)
 
 
-def _at_least(lo):
-    return lambda v: v >= lo
+def _at_least(lo: float) -> Callable[[Any], bool]:
+    return lambda v: bool(v >= lo)
 
 
 def _engine_name(v: str) -> bool:
@@ -103,6 +103,19 @@ SPECS: dict[str, dict[str, FieldSpec]] = {
         "hygiene_hard_message_limit": FieldSpec("int", "≥ 4",
                                                 "Gateway hygiene compacts a conversation with this many messages "
                                                 "even under 85 % of the window. Default 5000.", _at_least(4)),
+        "idle_compaction": FieldSpec("bool", "true or false",
+                                     "Cache-aware timing. On: a conversation that returns after a pause longer "
+                                     "than its longest prompt-cache entry, at or above the idle share of the "
+                                     "threshold, is compacted before the turn (the cache is cold, so the "
+                                     "compaction costs no extra cache write); while the cache is warm an early "
+                                     "compaction waits for the next break or the threshold."),
+        "idle_compaction_share": FieldSpec("float", "0.10–0.99",
+                                           "Share of the threshold from which a return after the cache expired "
+                                           "compacts the conversation. Default 0.70.", _between(0.10, 0.99)),
+        "defer_horizon_turns": FieldSpec("int", "0–20",
+                                         "How near the threshold (in turns, at the recent growth) a warm "
+                                         "conversation counts as about to compact, which the feed reports as a "
+                                         "deferral. Default 3.", _between(0, 20)),
         "max_compression_attempts": FieldSpec("int", "1–10",
                                               "Compress-and-retry attempts per turn after a context overflow. "
                                               "Default 3.", _between(1, 10)),

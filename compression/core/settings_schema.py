@@ -34,6 +34,9 @@ class CompressionConfig:
     codex_gpt55_autoraise: bool = True
     codex_gpt55_autoraise_notice: bool = True
     codex_app_server_auto: str = "native"
+    idle_compaction: bool = False
+    idle_compaction_share: float = 0.70
+    defer_horizon_turns: int = 3
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,6 @@ class AuxiliaryConfig:
     base_url: str = ""
     timeout: int = 120
     api_key: str = field(default="", repr=False)
-
-    @property
-    def has_api_key(self) -> bool:
-        return bool(self.api_key)
 
 
 @dataclass(frozen=True)

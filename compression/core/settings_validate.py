@@ -104,7 +104,7 @@ def validate_value(group: str, name: str, value: Any) -> Any:
     return typed
 
 
-def build_group(group: str, values: Mapping[str, Any] | None = None, *, base: Any = None):
+def build_group(group: str, values: Mapping[str, Any] | None = None, *, base: Any = None) -> Any:
     """The frozen config of ``group``: ``base`` (default: the defaults) with ``values`` applied.
 
     Every given value is validated; all invalid ones are reported together through ``.all`` of the
@@ -128,16 +128,19 @@ def build_group(group: str, values: Mapping[str, Any] | None = None, *, base: An
     return replace(current, **typed)
 
 
-def build_compression(values: Mapping[str, Any] | None = None, **kw) -> CompressionConfig:
-    return build_group("compression", {**(values or {}), **kw})
+def build_compression(values: Mapping[str, Any] | None = None, **kw: Any) -> CompressionConfig:
+    config: CompressionConfig = build_group("compression", {**(values or {}), **kw})
+    return config
 
 
-def build_auxiliary(values: Mapping[str, Any] | None = None, **kw) -> AuxiliaryConfig:
-    return build_group("auxiliary", {**(values or {}), **kw})
+def build_auxiliary(values: Mapping[str, Any] | None = None, **kw: Any) -> AuxiliaryConfig:
+    config: AuxiliaryConfig = build_group("auxiliary", {**(values or {}), **kw})
+    return config
 
 
-def build_caching(values: Mapping[str, Any] | None = None, **kw) -> CachingConfig:
-    return build_group("caching", {**(values or {}), **kw})
+def build_caching(values: Mapping[str, Any] | None = None, **kw: Any) -> CachingConfig:
+    config: CachingConfig = build_group("caching", {**(values or {}), **kw})
+    return config
 
 
 def build_runtime(groups: Mapping[str, Mapping[str, Any]] | None = None, *, base: RuntimeConfig | None = None

@@ -86,10 +86,6 @@ class SummaryResult:
     text: str
     stop_reason: str = ""
 
-    @property
-    def truncated(self) -> bool:
-        return self.stop_reason in TRUNCATED_STOP_REASONS
-
 
 def summary_max_tokens(budget: int) -> int:
     """The output cap for a summary call of ``budget`` tokens: twice the budget, at least 4,096.

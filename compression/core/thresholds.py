@@ -125,7 +125,6 @@ class ThresholdDecision:
     threshold: float
     raised: bool = False
     notice: str | None = None
-    from_threshold: float | None = None
 
 
 def resolve_threshold(
@@ -153,7 +152,7 @@ def resolve_threshold(
             f"{CODEX_AUTORAISE_THRESHOLD:.0%} (from {configured:.0%}). To opt out, turn off "
             f"compression.codex_gpt55_autoraise."
         )
-    return ThresholdDecision(CODEX_AUTORAISE_THRESHOLD, raised=True, notice=notice, from_threshold=configured)
+    return ThresholdDecision(CODEX_AUTORAISE_THRESHOLD, raised=True, notice=notice)
 
 
 @dataclass(frozen=True)

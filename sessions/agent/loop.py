@@ -4,7 +4,9 @@
 message enters the history (only now, after every turn before it), the preflight check, a
 streaming model call, tool execution in the workspace, usage recording, the post-response check,
 error recovery with at most `max_compression_attempts` compressions, and an iteration cap.
-In-loop compressions run inline here (never waiting on another task).
+In-loop compressions run inline here (never waiting on another task). What each model call is
+made from (the session, its context engine built once per call, the offered tools) and the
+preflight and post-response checks are in `context_checks.py`.
 
 Stop is cooperative: the turn's `stop_requested` is read a few times a second while the reply
 streams and before every model call and tool call. A stop closes the model's stream, keeps the
@@ -23,11 +25,20 @@ import uuid
 from django.conf import settings
 from django.utils import timezone
 
-from compression.core.caching import apply_cache_strategy, prompt_caching_status
-from compression.core.hygiene import MAX_PREFLIGHT_PASSES, made_progress, preflight_gate
+from compression.core.hygiene import made_progress
 from llm.base import Final, TextDelta
 from llm.errors import ProviderError
-from sessions import live
+from sessions import live, presenters
+from sessions.agent.cache_timing import cache_timing
+from sessions.agent.context_checks import (
+    RequestContext,
+    measured,
+    post_response_check,
+    preflight,
+    request_context,
+    request_parts,
+    warn_tool_clashes,
+)
 from sessions.agent.tools import run_tool
 from sessions.agent.tools.mcp.client import CLIENTS as MCP_CLIENTS
 from sessions.agent.tools.mcp.client import STOPPED as MCP_STOPPED
@@ -36,9 +47,11 @@ from sessions.models import Conversation, Session, Turn
 from sessions.services import attachments, pressure, runtime
 from sessions.services import mcp as mcp_services
 from sessions.services.compaction import compression_inline
-from sessions.services.context import context_messages, context_rows, message_append, session_active
+from sessions.services.context import context_messages, message_append, session_active
 from sessions.services.conversations import title_after_reply
 from sessions.services.locks import TURN_LOCK, lease_kept, lock_acquire, lock_refresh, lock_release
+from sessions.services.routes import models_larger
+from sessions.services.turn_end import turn_fail, turn_finish, turn_stopped
 from sessions.services.usage import usage_record
 
 log = logging.getLogger(__name__)
@@ -46,8 +59,6 @@ log = logging.getLogger(__name__)
 DELTA_FLUSH_SECONDS = 0.05
 STOP_POLL_SECONDS = 0.25
 PARTIAL_SAVE_SECONDS = 1.0
-NOT_RUN_STOPPED = "Not run: the user stopped the turn before this tool call."
-NOT_RUN_FAILED = "Not run: the turn failed before this tool call."
 STOPPED_DURING_CALL = "Stopped: the user stopped the turn during this tool call; it may not have finished."
 
 
@@ -89,45 +100,6 @@ def _stop_requested(turn: Turn) -> bool:
     return Turn.objects.filter(id=turn.id, stop_requested=True).exists()
 
 
-def _answer_open_tool_calls(conversation: Conversation, text: str) -> None:
-    """Give every tool call of the context's last assistant message a result, so the next request
-    is valid (the API refuses a tool call without its result)."""
-    session = session_active(conversation)
-    rows = list(context_rows(session).order_by("-seq")[:50])
-    calls = []
-    for row in rows:
-        if row.role == "assistant":
-            calls = [c for c in row.tool_calls or [] if isinstance(c, dict) and c.get("id")]
-            break
-    answered = {row.tool_call_id for row in rows if row.role == "tool"}
-    for call in calls:
-        if call["id"] not in answered:
-            message_append(session=session, role="tool", content=text, tool_call_id=call["id"],
-                           name=(call.get("function") or {}).get("name", ""))
-
-
-def _finish(turn: Turn, status: str, error: str = "") -> None:
-    turn.status, turn.error, turn.finished_at, turn.partial_text = status, error, timezone.now(), None
-    turn.save(update_fields=["status", "error", "finished_at", "partial_text", "iterations"])
-
-
-def turn_fail(turn: Turn, message: str) -> None:
-    """Close a turn as failed with ``message`` (its open tool calls answered, the page told); also
-    how the sweep closes a turn whose worker stopped."""
-    try:
-        _answer_open_tool_calls(turn.conversation, NOT_RUN_FAILED)
-    except Exception:  # the failure itself must still be recorded
-        log.exception("could not answer the open tool calls of turn %s", turn.id)
-    _finish(turn, "failed", message)
-    live.turn_failed(turn)
-
-
-def _stopped(turn: Turn) -> None:
-    _answer_open_tool_calls(turn.conversation, NOT_RUN_STOPPED)
-    _finish(turn, "stopped")
-    live.turn_stopped(turn)
-
-
 def _enter_history(turn: Turn, conversation: Conversation) -> None:
     """The turn's message joins the model's history now that every turn before it has ended,
     with its attachments' parts built now (scaled images, PDFs; text files into the workspace)."""
@@ -158,7 +130,7 @@ def turn_run(*, turn: Turn, holder: str) -> None:
         _enter_history(turn, conversation)
         _agent_loop(turn=turn, conversation=conversation, holder=holder)
     except TurnStopped:
-        _stopped(turn)
+        turn_stopped(turn)
         return
     except (TurnFailed, runtime.ConfigurationProblem) as exc:
         turn_fail(turn, str(exc))
@@ -167,43 +139,9 @@ def turn_run(*, turn: Turn, holder: str) -> None:
         log.exception("turn %s crashed", turn.id)
         turn_fail(turn, f"The turn failed unexpectedly ({type(exc).__name__}). Your messages are saved; try again.")
         return
-    _finish(turn, "done")
+    turn_finish(turn, "done")
     live.turn_changed(turn)
     title_after_reply(turn=turn)  # the first reply gives the conversation its title
-
-
-def _preflight(conversation: Conversation, cfg, tools: list[dict]) -> None:
-    """SPEC §5.2: the projected next request (§3.4) against the threshold, up to 3 passes."""
-    for _ in range(MAX_PREFLIGHT_PASSES):
-        session = session_active(conversation)
-        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
-        messages = context_messages(session)
-        threshold = engine.threshold_tokens
-        if not preflight_gate(message_count=len(messages) - 1,
-                              rough_message_tokens=engine.estimate_history_tokens(messages),
-                              threshold_tokens=threshold, protect_first_n=cfg.compression.protect_first_n,
-                              protect_last_n=cfg.compression.protect_last_n):
-            return
-        projected = pressure.projection_of(conversation, session, cfg, messages=messages, tools=tools).tokens
-        if projected < threshold or engine.should_defer_preflight_to_real_usage(projected):
-            return
-        outcome = compression_inline(conversation_id=conversation.id, trigger="preflight", current_tokens=projected)
-        e = outcome.event
-        if not outcome.compressed or not made_progress(e.messages_before, e.messages_after, e.tokens_before, e.tokens_after):
-            return
-
-
-def _request_parts(messages: list[dict], tools: list[dict], cfg, conversation: Conversation,
-                   session: Session | None = None):
-    """Messages and tool schemas with the configured cache breakpoints (none when caching is off)."""
-    status = prompt_caching_status(conversation.model, conversation.provider, "")
-    if not status.enabled:
-        return messages, tools
-    # A context rebuilt by a compression is sent cold once: strategies may price that call differently.
-    hints = {"after_compression": session is not None and session.last_prompt_tokens == -1}
-    cached = apply_cache_strategy(messages, strategy=cfg.caching.strategy, cache_ttl=cfg.caching.cache_ttl,
-                                  native_anthropic=status.native_layout, tools=tools, hints=hints)
-    return cached.messages, cached.tools
 
 
 def _stream_once(*, provider, conversation: Conversation, messages: list[dict], tools, turn: Turn) -> Final:
@@ -298,23 +236,10 @@ def _mcp_tool_call(turn: Turn, conversation: Conversation, name: str, arguments)
     return content
 
 
-def _measured(session: Session, conversation: Conversation, *, real: int, counted: int) -> None:
-    """The real prompt of a response against the counted request that was sent: the session's
-    starting point for the next projection, and one more sample of the model's ratio."""
-    if real and real > 0:
-        session.last_prompt_tokens, session.counted_prompt_tokens = real, counted
-    else:
-        session.counted_prompt_tokens = 0
-    session.save(update_fields=["last_prompt_tokens", "counted_prompt_tokens"])
-    pressure.ratio_record(model=conversation.model, real=real or 0, counted=counted)
-
-
 def recovery_hint(*, conversation: Conversation, cfg) -> str:
     """What the user can do when the conversation no longer fits its model, in plain words (a
     failed turn's reason is shown as text): /compress only when compression is on, /new, and the
     larger models this installation offers under *Switch model*, each with its window."""
-    from sessions.services.routes import models_larger
-
     window = runtime.model_window(conversation, cfg)
     larger = models_larger(cfg, conversation=conversation, than=window)
     steps = ["try /compress followed by a topic to keep only what matters"] if cfg.compression.enabled else []
@@ -341,103 +266,130 @@ def overflow_compression_off(*, conversation: Conversation, cfg, detail: str) ->
 
 
 def _agent_loop(*, turn: Turn, conversation: Conversation, holder: str) -> None:
+    """The turn's model calls (SPEC §5, §11): the preflight, then calls until a reply calls no tool,
+    each with the context of its moment, its tools run after it and the post-response check."""
     cfg = runtime.current_config()
-    engine = runtime.engine_build(conversation=conversation, session=session_active(conversation), cfg=cfg)
-    offered = pressure.offered_tools(cfg, engine, conversation)
-    for clash in {t["name"] for t in pressure.engine_tool_schemas(engine)} - offered.engine_names:
-        log.warning("context engine tool %r has the name of a workspace tool; it is not offered", clash)
-    tools, engine_tool_names = offered.all, offered.engine_names
     provider = runtime.main_provider(conversation, cfg)
-    if cfg.compression.enabled:
-        _preflight(conversation, cfg, tools)
-    attempts = 0
+    first = request_context(conversation, cfg)
+    warn_tool_clashes(first)
+    first = cache_timing(conversation, cfg, first)  # compact on return when the cache has expired
+    context: RequestContext | None = preflight(conversation, cfg, first) if cfg.compression.enabled else first
+    attempts = 0  # compressions after an overflow, at most max_compression_attempts
     while turn.iterations < cfg.agent.max_iterations:
         if _stop_requested(turn):
             raise TurnStopped()
         lock_refresh(conversation_id=conversation.id, kind=TURN_LOCK, holder=holder, ttl=turn_lock_ttl())
-        session = session_active(conversation)
-        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
-        if turn.iterations:  # the user's MCP switch and the servers' states apply from the next request
+        if context is None:  # the user's MCP switch and the servers' states apply from the next request
             conversation.refresh_from_db(fields=["mcp_off"])
-            tools = pressure.offered_tools(cfg, engine, conversation).all
-        messages = context_messages(session)
-        request, request_tools = _request_parts(messages, tools, cfg, conversation, session)
-        counted = pressure.counted_request(messages, tools)
-        started = time.monotonic()
+            context = request_context(conversation, cfg)
+        messages = context_messages(context.session)
         try:
-            final = _stream_once(provider=provider, conversation=conversation, messages=request,
-                                 tools=request_tools, turn=turn)
-        except _StreamStopped as stop:
-            _keep_stopped_reply(turn, conversation, session, stop, provider.name)
-            raise TurnStopped() from None
+            final = _model_call(turn, provider, conversation, cfg, context, messages)
         except ProviderError as exc:
-            usage_record(conversation_id=conversation.id, session_id=session.id, usage=None, model=conversation.model,
-                         provider=provider.name, latency=time.monotonic() - started, error=exc.message)
-            if not exc.triggers_compression:
-                raise TurnFailed(f"The model call failed: {exc.message}") from exc
-            if not cfg.compression.enabled:
-                raise TurnFailed(overflow_compression_off(conversation=conversation, cfg=cfg,
-                                                          detail=exc.message)) from exc
-            limit = getattr(exc, "limit", None)
-            if limit and limit < runtime.session_window(conversation, session, cfg):
-                session.context_length = limit
-                session.save(update_fields=["context_length"])
             attempts += 1
-            if attempts > cfg.compression.max_compression_attempts:
-                raise TurnFailed(f"The conversation still does not fit after {attempts - 1} compressions "
-                                 f"({exc.message.rstrip('.')}). {recovery_hint(conversation=conversation, cfg=cfg)}"
-                                 ) from exc
-            outcome = compression_inline(conversation_id=conversation.id, trigger="error_recovery", force=True)
-            e = outcome.event
-            if not outcome.compressed or not made_progress(e.messages_before, e.messages_after, e.tokens_before, e.tokens_after):
-                raise TurnFailed(f"The conversation does not fit the model and compression could not shrink it "
-                                 f"({e.reason or e.status}). "
-                                 f"{recovery_hint(conversation=conversation, cfg=cfg)}") from exc
+            _recover_from_overflow(exc, conversation, context.session, cfg, attempts)
+            context = None
             continue
-        turn.iterations += 1
-        usage_record(conversation_id=conversation.id, session_id=session.id, usage=final.usage, model=final.model or conversation.model,
-                     provider=provider.name, latency=final.latency, stop_reason=final.stop_reason)
-        engine.update_from_response(final.usage)
-        runtime.engine_state_save(session=session, engine=engine)
-        _measured(session, conversation, real=final.usage.prompt_tokens, counted=counted)
-        assistant = message_append(session=session, role="assistant", content=final.message.get("content"),
-                                   tool_calls=final.tool_calls or None)
-        Turn.objects.filter(id=turn.id).update(partial_text=None, iterations=turn.iterations)
-        live.message_added(assistant, stream_id=f"stream-{turn.id}-{turn.iterations - 1}")
-        live.gauge_changed(conversation)
-        live.usage_changed(conversation)
+        _record_response(turn, provider, conversation, context, final,
+                         counted=pressure.counted_request(messages, context.tools), messages=messages)
         if not final.tool_calls:
             return
-        for call in final.tool_calls:
-            if _stop_requested(turn):
-                raise TurnStopped()  # the calls not run yet are answered "not run" by _stopped
-            fn = call.get("function", {})
-            if fn.get("name") in engine_tool_names:
-                content = _engine_tool_call(engine, fn.get("name", ""), fn.get("arguments") or "{}", messages)
-            elif str(fn.get("name", "")).startswith(MCP_PREFIX):
-                content = _mcp_tool_call(turn, conversation, fn.get("name", ""), fn.get("arguments") or "{}")
-                if content is MCP_STOPPED:
-                    stopped = message_append(session=session, role="tool", content=STOPPED_DURING_CALL,
-                                             tool_call_id=call["id"], name=fn.get("name", ""))
-                    live.tool_result_added(stopped)
-                    raise TurnStopped()
-            else:
-                content = run_tool(fn.get("name", ""), fn.get("arguments") or "{}", workspace=conversation.workspace,
-                                   terminal_enabled=cfg.agent.terminal_enabled,
-                                   terminal_timeout=cfg.agent.terminal_timeout,
-                                   terminal_network=cfg.agent.terminal_network).content
-            tool_msg = message_append(session=session, role="tool", content=content, tool_call_id=call["id"],
-                                      name=fn.get("name", ""))
-            live.tool_result_added(tool_msg)
-        # Post-response check (SPEC §5.3): the real prompt of that response, with the tool results
-        # just appended projected on top of it (the request about to be sent); with no usage, the
-        # projection from the counted request, never 0.
+        _run_tool_calls(turn, conversation, cfg, context, final.tool_calls, messages)
         if cfg.compression.enabled:
-            session.refresh_from_db()
-            engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg)
-            prompt = max(final.usage.prompt_tokens or 0, pressure.projection_of(
-                conversation, session, cfg, messages=context_messages(session), tools=tools).tokens)
-            if engine.should_compress(prompt):
-                compression_inline(conversation_id=conversation.id, trigger="post_response")
+            post_response_check(conversation, cfg, context, final.usage.prompt_tokens)
+        context = None
     raise TurnFailed(f"Stopped after {cfg.agent.max_iterations} model calls in one turn (the iteration cap). "
                      "Ask the agent to continue if there is more to do.")
+
+
+def _model_call(turn: Turn, provider, conversation: Conversation, cfg, context: RequestContext,
+                messages: list[dict]) -> Final:
+    """One streamed call with ``messages``. A stop keeps the text that arrived (TurnStopped); a
+    failed call is recorded and its ProviderError raised."""
+    request, request_tools = request_parts(messages, context.tools, cfg, conversation, context.session)
+    started = time.monotonic()
+    try:
+        return _stream_once(provider=provider, conversation=conversation, messages=request, tools=request_tools,
+                            turn=turn)
+    except _StreamStopped as stop:
+        _keep_stopped_reply(turn, conversation, context.session, stop, provider.name)
+        raise TurnStopped() from None
+    except ProviderError as exc:
+        usage_record(conversation_id=conversation.id, session_id=context.session.id, usage=None,
+                     model=conversation.model, provider=provider.name, latency=time.monotonic() - started,
+                     error=exc.message)
+        raise
+
+
+def _recover_from_overflow(exc: ProviderError, conversation: Conversation, session: Session, cfg,
+                           attempt: int) -> None:
+    """SPEC §5.4: a context overflow is compressed away (``attempt`` of at most
+    max_compression_attempts) and the call made again; anything else, or no way to make it fit,
+    fails the turn with what the user can do. A limit the error names that is lower than the
+    session's window becomes its window."""
+    if not exc.triggers_compression:
+        raise TurnFailed(f"The model call failed: {exc.message}") from exc
+    if not cfg.compression.enabled:
+        raise TurnFailed(overflow_compression_off(conversation=conversation, cfg=cfg, detail=exc.message)) from exc
+    limit = getattr(exc, "limit", None)
+    if limit and limit < runtime.session_window(conversation, session, cfg):
+        session.context_length = limit
+        session.save(update_fields=["context_length"])
+    if attempt > cfg.compression.max_compression_attempts:
+        raise TurnFailed(f"The conversation still does not fit after {attempt - 1} compressions "
+                         f"({exc.message.rstrip('.')}). {recovery_hint(conversation=conversation, cfg=cfg)}") from exc
+    outcome = compression_inline(conversation_id=conversation.id, trigger="error_recovery", force=True)
+    e = outcome.event
+    if not outcome.compressed or not made_progress(e.messages_before, e.messages_after, e.tokens_before, e.tokens_after):
+        raise TurnFailed(f"The conversation does not fit the model and compression could not shrink it "
+                         f"({e.reason or e.status}). {recovery_hint(conversation=conversation, cfg=cfg)}") from exc
+
+
+def _record_response(turn: Turn, provider, conversation: Conversation, context: RequestContext, final: Final, *,
+                     counted: int, messages: list[dict]) -> None:
+    """The response's usage, the engine's state after it, its real prompt against the ``counted``
+    request (``messages``); the reply stored and shown in place of its stream, and the gauge from
+    what this call already holds (no engine rebuilt, no context read)."""
+    session, stream_id = context.session, turn.stream_id
+    turn.iterations += 1
+    usage_record(conversation_id=conversation.id, session_id=session.id, usage=final.usage,
+                 model=final.model or conversation.model, provider=provider.name, latency=final.latency,
+                 stop_reason=final.stop_reason)
+    context.engine.update_from_response(final.usage)
+    runtime.engine_state_save(session=session, engine=context.engine)
+    measured(session, conversation, real=final.usage.prompt_tokens, counted=counted)
+    assistant = message_append(session=session, role="assistant", content=final.message.get("content"),
+                               tool_calls=final.tool_calls or None)
+    Turn.objects.filter(id=turn.id).update(partial_text=None, iterations=turn.iterations)
+    live.message_added(assistant, stream_id=stream_id)
+    live.gauge_changed(conversation, figures=presenters.GaugeFigures(
+        session=session, messages=[*messages, assistant.as_chat()], offered=context.offered,
+        blocked=context.engine.blocked_reason()))
+    live.usage_changed(conversation)
+
+
+def _run_tool_calls(turn: Turn, conversation: Conversation, cfg, context: RequestContext, calls: list[dict],
+                    messages: list[dict]) -> None:
+    """Each call in order, its result stored and shown. A stop starts no further call (those not
+    run are answered "not run" by turn_stopped); a stop during an MCP call is that call's answer."""
+    for call in calls:
+        if _stop_requested(turn):
+            raise TurnStopped()
+        fn = call.get("function", {})
+        name, arguments = fn.get("name", ""), fn.get("arguments") or "{}"
+        content: object
+        if name in context.offered.engine_names:
+            content = _engine_tool_call(context.engine, name, arguments, messages)
+        elif str(name).startswith(MCP_PREFIX):
+            content = _mcp_tool_call(turn, conversation, name, arguments)
+        else:
+            content = run_tool(name, arguments, workspace=conversation.workspace,
+                               terminal_enabled=cfg.agent.terminal_enabled, terminal_timeout=cfg.agent.terminal_timeout,
+                               terminal_network=cfg.agent.terminal_network).content
+        stopped = content is MCP_STOPPED
+        tool_msg = message_append(session=context.session, role="tool",
+                                  content=STOPPED_DURING_CALL if stopped else content, tool_call_id=call["id"],
+                                  name=name)
+        live.tool_result_added(tool_msg)
+        if stopped:
+            raise TurnStopped()

@@ -344,7 +344,7 @@ def image_for_model(data: bytes) -> tuple[bytes, str, int, int]:
     """(bytes, media type, width, height) of the image as sent: the original when it needs no
     change, else upright, scaled down and re-encoded (GIF as PNG; JPEG when still too heavy)."""
     with Image.open(io.BytesIO(data)) as im:
-        fmt = im.format
+        fmt = im.format or ""  # an upload is checked to be one of IMAGE_TYPES' formats
         im.seek(0)
         upright = ImageOps.exif_transpose(im.copy())
         rotated = im.getexif().get(0x0112) not in (None, 1)
@@ -356,18 +356,22 @@ def image_for_model(data: bytes) -> tuple[bytes, str, int, int]:
             upright = upright.convert("RGBA" if "A" in upright.mode or upright.mode == "P" else "RGB")
         upright = upright.resize((width, height), Image.Resampling.LANCZOS)
     out_format = {"JPEG": "JPEG", "WEBP": "WEBP"}.get(fmt, "PNG")
-    for attempt in (out_format, "JPEG"):
-        image = upright
-        if attempt == "JPEG" and image.mode != "RGB":
-            flat = Image.new("RGB", image.size, "white")
-            rgba = image.convert("RGBA")
-            flat.paste(rgba, mask=rgba.getchannel("A"))
-            image = flat
-        out = io.BytesIO()
-        image.save(out, attempt, **({"quality": 88} if attempt in ("JPEG", "WEBP") else {"optimize": True}))
-        if out.tell() <= SEND_MAX_BYTES:
-            break
-    return out.getvalue(), IMAGE_TYPES[attempt], width, height
+    out = _encoded(upright, out_format)
+    if out.tell() > SEND_MAX_BYTES and out_format != "JPEG":
+        out_format, out = "JPEG", _encoded(upright, "JPEG")
+    return out.getvalue(), IMAGE_TYPES[out_format], width, height
+
+
+def _encoded(image, fmt: str) -> io.BytesIO:
+    """`image` encoded as `fmt`; for JPEG, which has no transparency, flattened onto white first."""
+    if fmt == "JPEG" and image.mode != "RGB":
+        flat = Image.new("RGB", image.size, "white")
+        rgba = image.convert("RGBA")
+        flat.paste(rgba, mask=rgba.getchannel("A"))
+        image = flat
+    out = io.BytesIO()
+    image.save(out, fmt, **({"quality": 88} if fmt in ("JPEG", "WEBP") else {"optimize": True}))
+    return out
 
 
 def _stored(attachment: Attachment) -> bytes:

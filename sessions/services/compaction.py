@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -30,11 +31,9 @@ from sessions import live
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
 from sessions.services import notices, pressure, runtime
 from sessions.services.context import context_messages, context_rows, message_append, session_active
-from sessions.services.enqueue import enqueue_fast
+from sessions.services.enqueue import compression_run_signature, enqueue_fast, turn_run_signature
 from sessions.services.locks import COMPRESSION_LOCK, TURN_LOCK, lease_kept, lock_acquire, lock_refresh, lock_release
 from sessions.services.usage import usage_record
-from sessions.tasks import agent_turn_run as agent_turn_run_task
-from sessions.tasks import compression_run as compression_run_task
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +97,19 @@ def _summariser(*, conversation: Conversation, session: Session, cfg, provider, 
     return summarise
 
 
-def _summarisers(*, conversation: Conversation, session: Session, cfg, model_holder: dict):
-    """(auxiliary summariser, fallback on the main model or None). When the auxiliary route
-    cannot even be built, the main model summarises and the reason is kept for staff."""
+@dataclass(frozen=True)
+class Summarisers:
+    primary: Callable  # the auxiliary route's (or one that raises SummariserUnavailable)
+    fallback: Callable | None  # the main model's, tried once when the primary fails
+    aux_model: str = ""  # the auxiliary route's model ("" when there is none)
+
+
+def summarisers_for(*, conversation: Conversation, session: Session, cfg) -> Summarisers:
+    """The summarisers a compression uses. When the auxiliary route cannot even be built, the main
+    model summarises and the reason is kept for staff."""
     try:
-        main = (runtime.main_provider(conversation, cfg), conversation.model)
+        main = _summariser(conversation=conversation, session=session, cfg=cfg,
+                           provider=runtime.main_provider(conversation, cfg), model=conversation.model)
     except runtime.ConfigurationProblem:
         main = None
     try:
@@ -113,18 +120,14 @@ def _summarisers(*, conversation: Conversation, session: Session, cfg, model_hol
         def unavailable(prompt: str, budget: int) -> str:
             raise SummariserUnavailable(reason)
 
-        fallback = _summariser(conversation=conversation, session=session, cfg=cfg, provider=main[0],
-                               model=main[1]) if main else None
-        return unavailable, fallback
-    model_holder["model"] = model
+        return Summarisers(unavailable, main)
     aux = _summariser(conversation=conversation, session=session, cfg=cfg, provider=provider, model=model)
     follows_main = cfg.auxiliary.provider in ("auto", "main") and model == conversation.model
-    fallback = None if main is None or follows_main else _summariser(
-        conversation=conversation, session=session, cfg=cfg, provider=main[0], model=main[1])
-    return aux, fallback
+    return Summarisers(aux, None if follows_main else main, model)
 
 
-def _memory_context(messages: list[dict]) -> str | None:
+def memory_context(messages: list[dict]) -> str | None:
+    """What the memory providers (``pre_compress`` receivers) give the summariser, or None."""
     parts = [text for _, text in pre_compress.send(sender=None, messages=messages) if text]
     return "\n\n".join(parts) if parts else None
 
@@ -219,7 +222,7 @@ def compression_recover(*, conversation_id, rerun: bool = True) -> dict:
         if again is not None:
             # The job keeps this lease; a copy of it still waiting in the broker finds the lease
             # taken and leaves the event to this one. A manual request ignores the cooldown.
-            compression_run_task.si(again.id, holder, again.trigger == "manual").apply_async()
+            compression_run_signature(again.id, holder, again.trigger == "manual").apply_async()
             requeued = again.id
             log.warning("compression event %s of conversation %s was queued again (its job was lost)",
                         again.id, conversation_id)
@@ -241,8 +244,17 @@ def _just_compressed(conversation: Conversation, focus_topic: str | None) -> boo
                                            status__in=("queued", "running", "compressed"), started_at__gte=since).exists()
 
 
+@dataclass
+class Requested:
+    """A request's event (queued, or skipped) and whether the job was handed to a worker, known once
+    the caller's transaction commits (None until then and when skipped). Not stored: False when the
+    broker was unreachable; the event stays queued, and the sweep hands it over once it is back."""
+    event: CompressionEvent
+    enqueued: bool | None = None
+
+
 def compression_request(*, conversation_id, trigger: str, focus_topic: str | None = None,
-                        force: bool = False, then_turn: int | None = None) -> CompressionEvent:
+                        force: bool = False, then_turn: int | None = None) -> Requested:
     """Queue a compression job (manual, hygiene, admin). The lock is taken now, so however many
     requests arrive at once exactly one is queued; the rest are recorded as skipped."""
     conversation = Conversation.objects.get(id=conversation_id)
@@ -257,24 +269,23 @@ def compression_request(*, conversation_id, trigger: str, focus_topic: str | Non
         holder, reason = None, SKIPPED_REPEAT
     if holder is None:
         if then_turn is not None:
-            transaction.on_commit(lambda: enqueue_fast(agent_turn_run_task.si(then_turn), what=f"turn {then_turn}"))
-        return _skipped(conversation, session, trigger, focus_topic, reason)
-    event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
-                                            status="queued", phase="queued", focus_topic=focus_topic or "")
-    # Not stored: whether a worker was handed the job (False when the broker could not be reached;
-    # the event then stays queued and the sweep hands it over, and its turn, once the broker is back).
-    event.handed_to_worker = True
+            transaction.on_commit(lambda: enqueue_fast(turn_run_signature(then_turn), what=f"turn {then_turn}"))
+        return Requested(_skipped(conversation, session, trigger, focus_topic, reason))
+    requested = Requested(CompressionEvent.objects.create(
+        conversation=conversation, session=session, trigger=trigger, status="queued", phase="queued",
+        focus_topic=focus_topic or ""))
 
     def enqueue() -> None:
-        job = compression_run_task.si(event.id, holder, force)
+        event = requested.event
+        job = compression_run_signature(event.id, holder, force)
         if then_turn is not None:
-            job = job | agent_turn_run_task.si(then_turn)
-        event.handed_to_worker = enqueue_fast(job, what=f"compression event {event.id}")
-        if event.handed_to_worker:  # the same Redis carries the live pushes: skip them when it is away
+            job = job | turn_run_signature(then_turn)
+        requested.enqueued = enqueue_fast(job, what=f"compression event {event.id}")
+        if requested.enqueued:  # the same Redis carries the live pushes: skip them when it is away
             live.compression_progress(event)
 
     transaction.on_commit(enqueue)
-    return event
+    return requested
 
 
 def compression_job_run(*, event_id: int, holder: str, force: bool = False) -> Outcome:
@@ -305,9 +316,10 @@ def compression_job_run(*, event_id: int, holder: str, force: bool = False) -> O
 
 
 def compression_inline(*, conversation_id, trigger: str, focus_topic: str | None = None, force: bool = False,
-                       in_place: bool | None = None, current_tokens: int | None = None) -> Outcome:
+                       in_place: bool | None = None, current_tokens: int | None = None, reason: str = "") -> Outcome:
     """Compress the active session now, from a turn that already holds the turn lease; the
-    compression lock is taken here (skipped when another compression holds it)."""
+    compression lock is taken here (skipped when another compression holds it). ``reason``, why
+    the caller compacts now, leads the event's reason."""
     conversation = Conversation.objects.get(id=conversation_id)
     session = session_active(conversation)
     holder = lock_acquire(conversation_id=conversation.id, kind=COMPRESSION_LOCK, ttl=lock_ttl())
@@ -315,7 +327,7 @@ def compression_inline(*, conversation_id, trigger: str, focus_topic: str | None
         return Outcome(event=_skipped(conversation, session, trigger, focus_topic), session=session)
     _close_interrupted(conversation)
     event = CompressionEvent.objects.create(conversation=conversation, session=session, trigger=trigger,
-                                            focus_topic=focus_topic or "", phase="starting")
+                                            focus_topic=focus_topic or "", phase="starting", reason=reason)
     return _compress(conversation=conversation, session=session, event=event, holder=holder, force=force,
                      in_place=in_place, current_tokens=current_tokens)
 
@@ -335,67 +347,74 @@ def _compress(*, conversation: Conversation, session: Session, event: Compressio
     always releases the compression lock and closes the event. A given ``summariser`` is used as
     it is, with no fallback; a reason already on the event leads the engine's."""
     cfg = runtime.current_config()
-    focus_topic = event.focus_topic or None
-    trigger = event.trigger
     started = time.monotonic()
     try:
         # Gateway hygiene always compacts in place (SPEC §5.1).
-        in_place = True if trigger == "hygiene" else (cfg.compression.in_place if in_place is None else in_place)
+        in_place = True if event.trigger == "hygiene" else (cfg.compression.in_place if in_place is None else in_place)
         event.in_place = in_place
-        model_holder: dict = {}
-        fallback = None
-        if summariser is None:
-            summariser, fallback = _summarisers(conversation=conversation, session=session, cfg=cfg,
-                                                model_holder=model_holder)
-        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg, summariser=summariser,
-                                      fallback_summariser=fallback)
-        event.aux_model = model_holder.get("model", "")
+        chosen = Summarisers(summariser, None) if summariser is not None else summarisers_for(
+            conversation=conversation, session=session, cfg=cfg)
+        engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg,
+                                      summariser=chosen.primary, fallback_summariser=chosen.fallback)
+        event.aux_model = chosen.aux_model
         live.compression_progress(event)
-
         messages = context_messages(session)
         with lease_kept(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder, ttl=lock_ttl()):
             result = engine.compress(
-                messages, current_tokens=current_tokens, focus_topic=focus_topic, force=force,
-                on_progress=_progress(conversation.id, event, holder), extra_context=_memory_context(messages),
+                messages, current_tokens=current_tokens, focus_topic=event.focus_topic or None, force=force,
+                on_progress=_progress(conversation.id, event, holder), extra_context=memory_context(messages),
                 today=timezone.localdate(),
             )
-        event.status = _event_status(result)
-        event.reason = "; ".join(r for r in (event.reason, result.reason) if r)
-        event.messages_before, event.messages_after = result.messages_before, result.messages_after
-        event.tokens_before, event.tokens_after = _request_sizes(conversation, session, cfg, engine, messages, result)
-        event.pruned_count, event.summarized_count = result.pruned_count, result.summarized_count
-        event.summary = result.summary or ""
-        event.messages_read, event.tokens_read = result.messages_read, result.tokens_read
-        event.summariser_calls = result.summariser_calls
-        if result.summariser_fallback_reason:
-            event.aux_failure = result.summariser_fallback_reason[:2000]
-            log.warning("the auxiliary summariser of conversation %s failed (%s); the main model summarised",
-                        conversation.id, result.summariser_fallback_reason)
-            notices.auxiliary_fallback_notify(event=event)  # the second in a row tells the user
-        if result.status == "compressed":
-            with transaction.atomic():
-                session = _persist(conversation=conversation, session=session, result=result, in_place=in_place, event=event)
-                runtime.engine_state_save(session=session, engine=engine)
-        else:
-            runtime.engine_state_save(session=session, engine=engine)  # cooldown, anti-thrash count
+        _record_result(event, result, conversation, sizes=_request_sizes(conversation, session, cfg, engine,
+                                                                          messages, result))
+        with transaction.atomic():
+            if result.status == "compressed":
+                session = _persist(conversation=conversation, session=session, result=result, in_place=in_place,
+                                   event=event)
+            runtime.engine_state_save(session=session, engine=engine)  # also a cooldown, the anti-thrash count
     except Exception as exc:
         log.exception("compression of conversation %s failed", conversation.id)
         event.status = "failed"
         event.reason = "; ".join(r for r in (event.reason, f"{type(exc).__name__}: {exc}") if r)[:2000]
     finally:
-        try:
-            event.cost = _summariser_cost(conversation, session_ids={event.session_id, session.id},
-                                          since=event.started_at)
-            event.phase = "done"
-            event.duration_ms = int((time.monotonic() - started) * 1000)
-            event.finished_at = timezone.now()
-            event.save()
-        finally:
-            # Released once the event is closed: a running event without a live lease is one
-            # whose worker stopped (the sweep closes those).
-            lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
+        _close_event(event, conversation, session, holder, started)
     live.compression_finished(event)
     return Outcome(event=event, session=session)
+
+
+def _record_result(event: CompressionEvent, result, conversation: Conversation, *, sizes: tuple[int, int]) -> None:
+    """The engine's result on the event (not saved yet); an auxiliary failure is logged and noticed.
+    A failed summary is a failure; a cooldown or anti-thrash block an abort; "nothing to compress" a no-op."""
+    summary_failed = result.status == "aborted" and (result.reason or "").startswith(REASON_SUMMARY_FAILED)
+    event.status = "failed" if summary_failed else result.status
+    event.reason = "; ".join(r for r in (event.reason, result.reason) if r)
+    event.messages_before, event.messages_after = result.messages_before, result.messages_after
+    event.tokens_before, event.tokens_after = sizes
+    event.pruned_count, event.summarized_count = result.pruned_count, result.summarized_count
+    event.summary = result.summary or ""
+    event.messages_read, event.tokens_read = result.messages_read, result.tokens_read
+    event.summariser_calls = result.summariser_calls
+    if result.summariser_fallback_reason:
+        event.aux_failure = result.summariser_fallback_reason[:2000]
+        log.warning("the auxiliary summariser of conversation %s failed (%s); the main model summarised",
+                    conversation.id, result.summariser_fallback_reason)
+        notices.auxiliary_fallback_notify(event=event)  # the second in a row tells the user
+
+
+def _close_event(event: CompressionEvent, conversation: Conversation, session: Session, holder: str,
+                 started: float) -> None:
+    """Save the event as finished (its cost, its duration), then release the compression lock."""
+    try:
+        event.cost = _summariser_cost(conversation, session_ids={event.session_id, session.id},
+                                      since=event.started_at)
+        event.phase = "done"
+        event.duration_ms = int((time.monotonic() - started) * 1000)
+        event.finished_at = timezone.now()
+        event.save()
+    finally:
+        # Released once the event is closed: a running event without a live lease is one
+        # whose worker stopped (the sweep closes those).
+        lock_release(conversation_id=conversation.id, kind=COMPRESSION_LOCK, holder=holder)
 
 
 def _request_sizes(conversation: Conversation, session: Session, cfg, engine, messages, result) -> tuple[int, int]:
@@ -415,14 +434,6 @@ def _summariser_cost(conversation: Conversation, *, session_ids, since) -> Decim
     total = ApiCall.objects.filter(conversation=conversation, purpose="compression", session_id__in=session_ids,
                                    created_at__gte=since).aggregate(c=Sum("cost"))["c"]
     return total or Decimal(0)
-
-
-def _event_status(result) -> str:
-    """Engine outcome → event status: a failed summary is a failure; a cooldown or anti-thrash
-    block is an abort; "nothing to compress" is a no-op."""
-    if result.status == "aborted" and (result.reason or "").startswith(REASON_SUMMARY_FAILED):
-        return "failed"
-    return result.status
 
 
 def compression_preview(*, conversation_id, focus_topic: str | None = None) -> dict:

@@ -268,8 +268,3 @@ def iter_json(conversation: Conversation) -> Iterator[str]:
     yield '},\n"totals":' + _dumps(totals) + "}\n"
 
 
-def write_json(conversation: Conversation, fp: IO) -> None:
-    """Write ``iter_json`` to ``fp``: a text stream, or a binary one (UTF-8)."""
-    binary = "b" in getattr(fp, "mode", "") or not hasattr(fp, "encoding")
-    for chunk in iter_json(conversation):
-        fp.write(chunk.encode("utf-8") if binary else chunk)

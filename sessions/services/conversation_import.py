@@ -191,8 +191,8 @@ def _write(plan: Plan, owner) -> Conversation:
             conversation.save()
             sessions: dict[int, Session] = {}
             for s in plan.sessions:
-                sessions[s.key] = Session.objects.create(conversation=conversation, parent=sessions.get(s.parent),
-                                                         **s.fields)
+                parent = None if s.parent is None else sessions.get(s.parent)
+                sessions[s.key] = Session.objects.create(conversation=conversation, parent=parent, **s.fields)
             attachments = {p.key: (p, attachment_stored(conversation, p)) for p in plan.attachments}
             for _, row in attachments.values():
                 row.save()
@@ -204,8 +204,9 @@ def _write(plan: Plan, owner) -> Conversation:
                 row.save(update_fields=["message", "turn"])
             CompressionEvent.objects.bulk_create(
                 [CompressionEvent(conversation=conversation, session=sessions[e.session],
-                                  new_session=sessions.get(e.new_session),
-                                  summary_message=messages.get(e.summary_message), **e.fields)
+                                  new_session=None if e.new_session is None else sessions.get(e.new_session),
+                                  summary_message=None if e.summary_message is None else messages.get(e.summary_message),
+                                  **e.fields)
                  for e in plan.events], batch_size=WRITE_BATCH)
             workspace_write(conversation, plan.files)
     except BaseException:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
+from typing import Literal, overload
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -85,7 +86,14 @@ def flag(value, path: str) -> bool:
     return value
 
 
+@overload
+def integer(value, path: str, *, minimum: int = 0, maximum: int = INT_MAX, null: Literal[False] = False) -> int: ...
+@overload
+def integer(value, path: str, *, minimum: int = 0, maximum: int = INT_MAX, null: bool) -> int | None: ...
+
+
 def integer(value, path: str, *, minimum: int = 0, maximum: int = INT_MAX, null: bool = False) -> int | None:
+    """`value` as a whole number in [minimum, maximum]; None only where `null` allows it."""
     if value is None and null:
         return None
     if isinstance(value, bool) or not isinstance(value, int):

@@ -12,7 +12,9 @@ is projected from the recomputed counts, as for a session that has had no reply 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, overload
 
+from compression.core.compressor_state import AWAITING_USAGE
 from sessions.models import DEFAULT_TITLE, CompressionEvent
 from sessions.services import titles
 from sessions.services.conversation_import_checks import (
@@ -85,6 +87,12 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
+@overload
+def _key(record: dict, name: str, path: str, *, null: Literal[False] = False) -> int: ...
+@overload
+def _key(record: dict, name: str, path: str, *, null: bool) -> int | None: ...
+
+
 def _key(record: dict, name: str, path: str, *, null: bool = False) -> int | None:
     value = record.get(name) if null else member(record, name, path)
     return integer(value, join(path, name), minimum=1, maximum=KEY_MAX, null=null)
@@ -135,7 +143,7 @@ def _sessions(raw) -> list[SessionPlan]:
             if active is not None:
                 raise ImportRefused(join(path, "ended_at"), f"a second active session ({active} has no end either)")
             active = path
-        last = integer(record.get("last_prompt_tokens", 0), join(path, "last_prompt_tokens"), minimum=-1)
+        last = integer(record.get("last_prompt_tokens", 0), join(path, "last_prompt_tokens"), minimum=AWAITING_USAGE)
         fields = {
             "started_at": moment(record.get("started_at"), join(path, "started_at")),
             "ended_at": ended_at,
@@ -149,8 +157,8 @@ def _sessions(raw) -> list[SessionPlan]:
             "context_length": integer(record.get("context_length"), join(path, "context_length"), minimum=1,
                                       null=True),
             "engine_state": _engine_state(record, path),
-            # -1 ("compressed, waiting for real usage") still holds; a real size does not.
-            "last_prompt_tokens": -1 if last == -1 else 0,
+            # AWAITING_USAGE (compressed, waiting for real usage) still holds; a real size does not.
+            "last_prompt_tokens": AWAITING_USAGE if last == AWAITING_USAGE else 0,
             "counted_prompt_tokens": 0,
         }
         if fields["started_at"] is None:
@@ -281,7 +289,8 @@ def openai_plan(raw, *, title=None) -> Plan:
         messages.append(MessagePlan(i + 1, 1, chat, {"seq": i}))
     messages += _stubs(pairs, 1, len(messages), len(messages) - 1, notes)
     title = text(title, "title", max_chars=200).strip() if title is not None else ""
-    conversation = {"title": title or titles.title_from_message(_first_text(messages)), "title_manual": False,
-                    "provider": "", "model": "", "max_tokens": None, "mcp_off": [], "created_at": None}
+    conversation: dict[str, object] = {
+        "title": title or titles.title_from_message(_first_text(messages)), "title_manual": False,
+        "provider": "", "model": "", "max_tokens": None, "mcp_off": [], "created_at": None}
     session = SessionPlan(1, None, {"ended_at": None})
     return Plan(conversation, [session], messages, notes=notes)

@@ -28,10 +28,9 @@ from sessions import live, selectors
 from sessions.models import Conversation, Turn
 from sessions.services import runtime, titles
 from sessions.services.context import session_active
-from sessions.services.enqueue import enqueue_fast
+from sessions.services.enqueue import enqueue_fast, title_make_signature
 from sessions.services.routes import conversation_create, route_resolve, window_override
 from sessions.services.usage import usage_record
-from sessions.tasks import conversation_title_make as conversation_title_make_task
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +160,7 @@ def title_after_reply(*, turn: Turn) -> None:
         if not title_model_configured(runtime.current_config()):
             conversation_title_make(conversation_id=conversation.id)
             return
-        transaction.on_commit(lambda: enqueue_fast(conversation_title_make_task.si(str(conversation.id)),
+        transaction.on_commit(lambda: enqueue_fast(title_make_signature(str(conversation.id)),
                                                    what=f"the title of conversation {conversation.id}"))
     except Exception:
         log.warning("the title of conversation %s was not made", turn.conversation_id, exc_info=True)

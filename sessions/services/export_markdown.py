@@ -92,7 +92,9 @@ def _escape_outside_code_spans(text: str) -> str:
             out.append(text[i:i + 2])
             i += 2
         elif c == "`":
-            run = _BACKTICKS.match(text, i).group()
+            opening = _BACKTICKS.match(text, i)
+            assert opening is not None  # text[i] is a backtick
+            run = opening.group()
             end = next((m.end() for m in _BACKTICKS.finditer(text, i + len(run)) if len(m.group()) == len(run)), None)
             out.append(text[i:end] if end else run)
             i = end or i + len(run)

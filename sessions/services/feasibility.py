@@ -97,21 +97,27 @@ def feasibility(cfg, *, conversation=None, env=None) -> Feasibility:
     else:
         info = get_model(model)
         aux_window = info.context_window if info else None
-    if aux_window is None:
-        warnings.append(FeasibilityWarning(
-            "info", f"The auxiliary model {model!r} is not in the model catalog, so its window is unknown; "
-                    f"make sure it is at least {MINIMUM_CONTEXT_LENGTH:,} tokens and at least the compression "
-                    f"threshold ({threshold:,})."))
-    else:
-        if aux_window < MINIMUM_CONTEXT_LENGTH:
-            warnings.append(FeasibilityWarning(
-                "error", f"The auxiliary model {model!r} has a {aux_window:,}-token window, below the minimum "
-                         f"of {MINIMUM_CONTEXT_LENGTH:,}: it cannot summarise a full middle section. "
-                         "Choose a larger auxiliary model."))
-        if aux_window < threshold:
-            warnings.append(FeasibilityWarning(
-                "warning", f"The auxiliary model's window ({aux_window:,} tokens) is smaller than the main "
-                           f"model's compression threshold ({threshold:,} tokens): the session threshold will "
-                           f"be lowered to the aux window ({aux_window:,} tokens)."))
+    warnings += _aux_window_warnings(model, aux_window, threshold)
     return Feasibility(aux_provider=provider, aux_model=model, aux_window=aux_window, main_window=main_window,
                        main_threshold=threshold, warnings=tuple(warnings))
+
+
+def _aux_window_warnings(model: str, aux_window: int | None, threshold: int) -> list[FeasibilityWarning]:
+    """What the auxiliary model's window means: unknown, under the minimum, under the threshold."""
+    if aux_window is None:
+        return [FeasibilityWarning(
+            "info", f"The auxiliary model {model!r} is not in the model catalog, so its window is unknown; "
+                    f"make sure it is at least {MINIMUM_CONTEXT_LENGTH:,} tokens and at least the compression "
+                    f"threshold ({threshold:,}).")]
+    warnings = []
+    if aux_window < MINIMUM_CONTEXT_LENGTH:
+        warnings.append(FeasibilityWarning(
+            "error", f"The auxiliary model {model!r} has a {aux_window:,}-token window, below the minimum "
+                     f"of {MINIMUM_CONTEXT_LENGTH:,}: it cannot summarise a full middle section. "
+                     "Choose a larger auxiliary model."))
+    if aux_window < threshold:
+        warnings.append(FeasibilityWarning(
+            "warning", f"The auxiliary model's window ({aux_window:,} tokens) is smaller than the main "
+                       f"model's compression threshold ({threshold:,} tokens): the session threshold will "
+                       f"be lowered to the aux window ({aux_window:,} tokens)."))
+    return warnings

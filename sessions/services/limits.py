@@ -22,8 +22,10 @@ already running or waiting.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -141,7 +143,8 @@ def usage_of(user, *, now: dt.datetime | None = None) -> Usage:
     row = UsageDay.objects.filter(user_id=user.pk, day__gte=month_start(today), day__lte=today).aggregate(**sums)
 
     def figures(when: str) -> Figures:
-        return Figures(**{name: row[f"{when}_{name}"] or (_ZERO if name == "cost" else 0) for name in FIGURE_FIELDS})
+        counts = {name: row[f"{when}_{name}"] or 0 for name in FIGURE_FIELDS if name != "cost"}
+        return Figures(**counts, cost=row[f"{when}_cost"] or _ZERO)
 
     return Usage(now=now, last_minute=_recent_sends(user, now).aggregate(n=Count("id"))["n"],
                  today=figures("today"), month=figures("month"))
@@ -191,7 +194,7 @@ def _refusals(user, limits: Limits, now: dt.datetime) -> list[LimitReached]:
     usage = usage_of(user, now=now)
     midnight, month_end = next_midnight(now), next_month(now)
     today = usage.today
-    checks = [
+    checks: list[tuple[int | Decimal | None, int | Decimal, Callable[[Any, Any], str], dt.datetime]] = [
         (limits.messages_per_day, today.messages,
          lambda used, limit: f"You have sent {_n(used, 'message')} today, "
                              f"{_limit_words(used, limit, f'daily limit of {limit:,}')}", midnight),
@@ -205,9 +208,9 @@ def _refusals(user, limits: Limits, now: dt.datetime) -> list[LimitReached]:
          lambda used, limit: f"Your conversations have cost {dollars(used)} this month, "
                              f"{_limit_words(used, limit, f'monthly limit of {dollars(limit)}')}", month_end),
     ]
-    for limit, used, words, again in checks:
-        if limit and used >= limit:
-            out.append(LimitReached(f"{words(used, limit)}; you can send again at {when_words(again, now)}.", again))
+    for allowed, used, words, again in checks:
+        if allowed and used >= allowed:
+            out.append(LimitReached(f"{words(used, allowed)}; you can send again at {when_words(again, now)}.", again))
     return out
 
 

@@ -113,7 +113,6 @@ class UserRow:
     messages_today: int
     input_tokens_today: int
     output_tokens_today: int
-    cost_today: Decimal
     messages_month: int
     cost_month: Decimal
     own_limits: bool
@@ -143,7 +142,6 @@ def usage_overview(*, now: dt.datetime | None = None, limit: int = OVERVIEW_LIMI
             .annotate(messages_today=Sum("messages", filter=Q(day=today)),
                       input_tokens_today=Sum("input_tokens", filter=Q(day=today)),
                       output_tokens_today=Sum("output_tokens", filter=Q(day=today)),
-                      cost_today=Sum("cost", filter=Q(day=today)),
                       messages_month=Sum("messages"), cost_month=Sum("cost")))
     found = {r["user_id"]: r for r in sums}
     own = set(UserLimits.objects.values_list("user_id", flat=True))
@@ -158,6 +156,6 @@ def usage_overview(*, now: dt.datetime | None = None, limit: int = OVERVIEW_LIMI
         rows.append(UserRow(
             user_id=uid, username=names.get(uid, str(uid)), limits=in_force[uid], own_limits=uid in own,
             messages_today=r.get("messages_today") or 0, input_tokens_today=r.get("input_tokens_today") or 0,
-            output_tokens_today=r.get("output_tokens_today") or 0, cost_today=r.get("cost_today") or zero,
+            output_tokens_today=r.get("output_tokens_today") or 0,
             messages_month=r.get("messages_month") or 0, cost_month=r.get("cost_month") or zero))
     return {"rows": rows, "total": len(ids), "limit": limit, "day": today, "at_limit": sum(1 for r in rows if r.reached)}

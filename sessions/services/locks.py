@@ -11,7 +11,7 @@ import threading
 import uuid
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from sessions.models import ConversationLock
@@ -51,12 +51,6 @@ def lock_release(*, conversation_id, kind: str, holder: str) -> None:
     ConversationLock.objects.filter(conversation_id=conversation_id, kind=kind, holder=holder).delete()
 
 
-def lease_live(*, conversation_id, kind: str) -> bool:
-    """True while someone holds an unexpired lease of this kind on the conversation."""
-    return ConversationLock.objects.filter(conversation_id=conversation_id, kind=kind,
-                                           expires_at__gt=timezone.now()).exists()
-
-
 class Lease:
     """What `lease_kept` yields: `lost` is set once a refresh finds the lease taken by another
     holder (it had expired), so the work it guarded is no longer exclusive."""
@@ -71,8 +65,6 @@ def lease_kept(*, conversation_id, kind: str, holder: str, ttl: float):
     a long model or summariser call never lets it lapse while a killed worker stops refreshing and
     its lease expires within `ttl`. A refresh that fails (the database busy or away for a moment)
     is tried again at the next beat; the lease survives two missed beats."""
-    from django.db import connection
-
     stop = threading.Event()
     lease = Lease()
 

@@ -23,7 +23,7 @@ from compression.core.lcm import split_lcm_body
 from compression.core.markers import is_summary_message, strip_summary_wrapping
 from compression.core.summary import SummaryResult
 from sessions.models import CompressionEvent, Conversation, Session
-from sessions.services import runtime
+from sessions.services import compaction, runtime
 from sessions.services.context import context_messages, context_rows, session_active
 from sessions.services.locks import COMPRESSION_LOCK, TURN_LOCK, lock_acquire, lock_release
 from sessions.services.recall import message_text
@@ -117,27 +117,18 @@ def _prose_and_index(summary_text: str) -> tuple[str, str]:
     return prose.removeprefix(EDITED_MARK).lstrip(), index
 
 
-def _summarisers(conversation: Conversation, session: Session, cfg):
-    from sessions.services import compaction  # the same routes a queued compression uses
-
-    holder: dict = {}
-    aux, fallback = compaction._summarisers(conversation=conversation, session=session, cfg=cfg, model_holder=holder)
-    return aux, fallback, holder.get("model", "")
-
-
 def compression_draft(*, conversation: Conversation, focus_topic: str | None = None) -> Draft:
     """The summary a manual compression would write now, and what it would keep; nothing changes."""
-    from sessions.services import compaction
-
     cfg = runtime.current_config()
     session = session_active(conversation)
     fingerprint = context_fingerprint(session)
-    aux, fallback, _ = _summarisers(conversation, session, cfg)
-    engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg, summariser=aux,
-                                  fallback_summariser=fallback)
+    # The same routes a queued compression uses.
+    summarisers = compaction.summarisers_for(conversation=conversation, session=session, cfg=cfg)
+    engine = runtime.engine_build(conversation=conversation, session=session, cfg=cfg, summariser=summarisers.primary,
+                                  fallback_summariser=summarisers.fallback)
     messages = context_messages(session)
     result = engine.compress(messages, focus_topic=focus_topic, force=True,
-                             extra_context=compaction._memory_context(messages), today=timezone.localdate())
+                             extra_context=compaction.memory_context(messages), today=timezone.localdate())
     draft = Draft(engine=engine.name, token="", focus_topic=focus_topic or "", ok=result.compressed,
                   reason=result.reason or "", summarised=result.summarized_count, tokens_before=result.tokens_before,
                   tokens_after=result.tokens_after)
@@ -164,8 +155,6 @@ def compression_commit_edited(*, conversation: Conversation, summary: str, token
     """Compress now with ``summary`` as the summary body; ``EditRejected`` (nothing changed) when
     the text is empty or too long, the token is not a draft's, the context changed since the
     draft, or the conversation is busy."""
-    from sessions.services import compaction
-
     text = (summary or "").strip()
     if not text:
         raise EditRejected("The summary is empty: write what the agent should remember, or cancel.")

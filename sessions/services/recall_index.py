@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.db import connection, connections, transaction
+from django.db.migrations.recorder import MigrationRecorder
 
 from sessions.models import Conversation, Message, Session
 from sessions.services.recall_sql import FTS_TABLE as FTS_TABLE
@@ -115,8 +116,6 @@ def index_ensure(using: str = "default", *, force: bool = False) -> bool:
 
 def index_ensure_after_migrate(sender=None, using: str = "default", **kwargs) -> None:
     """post_migrate receiver: a migration after 0005 (or 0011) may have dropped the SQLite triggers."""
-    from django.db.migrations.recorder import MigrationRecorder
-
     applied = MigrationRecorder(connections[using]).applied_migrations()
     if ("agent_sessions", "0005_message_search") in applied:
         index_ensure(using, force=True)

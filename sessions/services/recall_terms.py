@@ -24,7 +24,7 @@ _STOPWORDS = frozenset(
 
 def search_terms(query: str) -> list[str]:
     """The words of a query, stopwords dropped unless nothing else is left, at most 16."""
-    words = []
+    words: list[str] = []
     for raw in _TERM.findall(query or ""):
         word = raw.strip(".:/-_")[:TERM_MAX_CHARS]
         if word and word.lower() not in (w.lower() for w in words):

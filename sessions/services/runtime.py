@@ -9,6 +9,7 @@ from django.conf import settings
 from compression import settings_store
 from compression.core.engine import get_context_engine
 from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH, ContextWindowTooSmall, check_context_length
+from llm.base import Provider
 from llm.models import UNKNOWN_MODEL_WINDOW, get_model
 from llm.routes import simulator_needed
 from sessions.models import Conversation, Session
@@ -153,7 +154,7 @@ def main_provider(conversation: Conversation, cfg=None):
     return provider_for(conversation.provider, cfg=cfg)
 
 
-def aux_route(conversation: Conversation, cfg) -> tuple[object, str]:
+def aux_route(conversation: Conversation, cfg) -> tuple[Provider, str]:
     """(provider, model) of the auxiliary summariser; `auto`/`main` follow the main model."""
     aux = cfg.auxiliary
     if aux.provider in ("auto", "main"):

@@ -25,13 +25,16 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
+from redis import Redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from sessions.agent import loop as agent_loop
 from sessions.models import CompressionEvent, ConversationLock, Turn
 from sessions.services.attachments import attachments_sweep
 from sessions.services.compaction import compression_recover
+from sessions.services.enqueue import turn_run_signature
 from sessions.services.locks import COMPRESSION_LOCK, TURN_LOCK, lock_acquire, lock_release
-from sessions.tasks import agent_turn_run as agent_turn_run_task
+from sessions.services.turn_end import turn_fail
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +77,7 @@ class SweepReport:
 
 def broker_client():
     """A Redis client on the broker that fails fast (one attempt, 1 s to connect)."""
-    import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
-    return redis.Redis.from_url(settings.CELERY_BROKER_URL, retry=Retry(NoBackoff(), 0),
+    return Redis.from_url(settings.CELERY_BROKER_URL, retry=Retry(NoBackoff(), 0),
                                 socket_connect_timeout=1, socket_timeout=2)
 
 
@@ -146,7 +145,7 @@ def _running_turns(report: SweepReport) -> None:
                 log.warning("turn %s of conversation %s was interrupted (its worker stopped)", turn.id,
                             conversation_id)
                 # As a turn that fails ends: its open tool calls answered, the page told.
-                agent_loop.turn_fail(turn, INTERRUPTED_TURN)
+                turn_fail(turn, INTERRUPTED_TURN)
                 report.turns_failed.append(turn.id)
         except Exception:
             log.exception("closing the interrupted turns of conversation %s failed", conversation_id)
@@ -168,7 +167,7 @@ def _queued_turns(report: SweepReport, redis) -> None:
         try:
             if not redis.set(key, "1", nx=True, ex=int(DISPATCH_EVERY)):
                 continue  # enqueued again moments ago, by this worker or another
-            agent_turn_run_task.apply_async((turn_id,))
+            turn_run_signature(turn_id).apply_async()
         except Exception:
             log.warning("enqueueing queued turn %s again failed; the next pass tries again", turn_id, exc_info=True)
             try:

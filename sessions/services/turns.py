@@ -29,8 +29,7 @@ from sessions.models import Conversation, Message, Session, Turn
 from sessions.services import attachments, limits, pressure, runtime, titles
 from sessions.services.compaction import compression_request
 from sessions.services.context import context_messages, context_rows, session_active
-from sessions.services.enqueue import enqueue_fast
-from sessions.tasks import agent_turn_run as agent_turn_run_task
+from sessions.services.enqueue import enqueue_fast, turn_run_signature
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ def hygiene_check(*, conversation: Conversation, session: Session, cfg):
 
 def turn_enqueue(turn_id: int) -> str:
     """Hand a turn to a worker. "" when done; otherwise the notice to show (the turn stays queued)."""
-    return "" if enqueue_fast(agent_turn_run_task.si(turn_id), what=f"turn {turn_id}") else QUEUE_DOWN_NOTICE
+    return "" if enqueue_fast(turn_run_signature(turn_id), what=f"turn {turn_id}") else QUEUE_DOWN_NOTICE
 
 
 def _checked_text(text: str, *, may_be_empty: bool = False) -> str:

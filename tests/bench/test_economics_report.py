@@ -1,12 +1,10 @@
 """The cache-economics headline's arithmetic on small hand-made results: dollars per 100 turns,
 median and min-max over the seeds, ratios to system_and_3 taken seed by seed, the summary over
-workloads, and the same-requests check; and the timing hook refusing to run before the product
-has the setting."""
+workloads, and the same-requests check; and the timing switch being the product's setting."""
 from __future__ import annotations
 
 import pytest
 
-from bench import cache_economics as ce
 from bench.economics.accounting import Call
 from bench.economics.report import format_summary, format_workload, spread, summary_rows, workload_rows
 from bench.economics.workspace import UserTurn, Workload
@@ -102,6 +100,12 @@ def test_runs_with_timing_on_are_checked_among_themselves():
     assert workload_rows(runs, {1: 200})["system_and_3+timing"]["ratio"] == pytest.approx((0.8, 0.8, 0.8))
 
 
-def test_timing_on_is_refused_until_the_product_has_the_setting():
-    with pytest.raises(ValueError, match="cache-aware compaction timing"):
-        ce.main(turns=1, strategies=["none"], workloads=["chat"], out=None, timing="both")
+@pytest.mark.django_db
+def test_the_timing_switch_is_the_product_setting_both_ways():
+    from bench.economics import replay
+    from compression import settings_store
+
+    group, values = replay.TIMING_SETTING
+    for on in (False, True):
+        settings_store.save_group(group, values[on])
+        assert settings_store.current().compression.idle_compaction is on

@@ -42,7 +42,8 @@ def test_the_default_200k_model_at_its_threshold_sends_every_summarised_turn(mak
     engine = make_compressor(200_000, summariser_context_length=200_000)  # auxiliary = the main model
     msgs = chat_of(170)
     assert engine.count_messages_tokens(msgs) >= engine.threshold_tokens  # at the 100,000 threshold
-    start, end = engine.preview(msgs).summarized_indices
+    preview = engine.preview(msgs)
+    start, end = preview.head_messages, len(msgs) - preview.tail_messages
     res = engine.compress(msgs)
     assert res.status == "compressed"
     seen = turns_seen([p for p, _ in summariser.calls])

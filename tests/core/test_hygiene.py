@@ -4,16 +4,19 @@ from compression.core.hygiene import (
     hygiene_decision,
     made_progress,
     preflight_gate,
-    should_run_hygiene,
 )
 
 
+def fires(**numbers) -> bool:
+    return hygiene_decision(**numbers).fire
+
+
 def test_it_fires_hygiene_at_85_percent_of_the_window_regardless_of_the_threshold():
-    assert should_run_hygiene(message_count=10, context_length=200_000, tokens=170_000)
-    assert not should_run_hygiene(message_count=10, context_length=200_000, tokens=169_999)
+    assert fires(message_count=10, context_length=200_000, tokens=170_000)
+    assert not fires(message_count=10, context_length=200_000, tokens=169_999)
     # 85 % of 131,073 is 111,412.05: 111,412 tokens are still below it.
-    assert not should_run_hygiene(message_count=10, context_length=131_073, tokens=111_412)
-    assert should_run_hygiene(message_count=10, context_length=131_073, tokens=111_413)
+    assert not fires(message_count=10, context_length=131_073, tokens=111_412)
+    assert fires(message_count=10, context_length=131_073, tokens=111_413)
 
 
 def test_it_judges_the_projected_next_request_and_says_so():
@@ -24,14 +27,14 @@ def test_it_judges_the_projected_next_request_and_says_so():
 
 
 def test_it_fires_hygiene_at_the_hard_message_limit():
-    assert should_run_hygiene(message_count=5_000, context_length=200_000)
-    assert not should_run_hygiene(message_count=4_999, context_length=200_000)
-    assert should_run_hygiene(message_count=40, context_length=200_000, hard_message_limit=40)
+    assert fires(message_count=5_000, context_length=200_000)
+    assert not fires(message_count=4_999, context_length=200_000)
+    assert fires(message_count=40, context_length=200_000, hard_message_limit=40)
 
 
 def test_it_needs_four_messages_and_compression_enabled():
-    assert not should_run_hygiene(message_count=3, context_length=200_000, tokens=199_000)
-    assert not should_run_hygiene(message_count=10, context_length=200_000, tokens=199_000, enabled=False)
+    assert not fires(message_count=3, context_length=200_000, tokens=199_000)
+    assert not fires(message_count=10, context_length=200_000, tokens=199_000, enabled=False)
 
 
 def test_it_gates_the_preflight_cheaply():

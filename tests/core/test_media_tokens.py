@@ -15,9 +15,7 @@ from compression.core.media import (
     document_tokens,
     image_scaled_size,
     image_tokens,
-    max_images_per_request,
     max_media_per_request,
-    max_pdf_pages,
 )
 from compression.core.tokens import (
     IMAGE_TOKENS,
@@ -108,7 +106,6 @@ def test_a_pdf_is_its_text_plus_one_largest_image_per_page():
 
 def test_the_limits_follow_the_context_window():
     assert [max_media_per_request(w) for w in (None, 32_000, 200_000, 999_999, 1_000_000)] == [100, 100, 100, 100, 600]
-    assert max_images_per_request(1_000_000) == max_pdf_pages(1_000_000) == 600
 
 
 # -- the product's counter ------------------------------------------------------------------------

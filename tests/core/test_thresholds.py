@@ -100,4 +100,3 @@ def test_it_honours_the_autoraise_switches():
 def test_it_applies_the_autoraise_in_the_compressor():
     engine = ContextCompressor(272_000, provider="openai-codex", model="gpt-5.5")
     assert engine.threshold_tokens == int(272_000 * 0.85)
-    assert engine.threshold_notice

@@ -89,7 +89,7 @@ def test_a_worker_killed_mid_compression_leaves_the_session_intact(live, alice):
     session = session_active(conversation)
     before = list(Message.objects.filter(session=session).values_list("id", "archived", "seq"))
     sim_control(live, "/_sim/faults", {"fault": "slow=30", "count": 1})  # the summary call hangs
-    event = compression_request(conversation_id=conversation.id, trigger="manual", force=True)
+    event = compression_request(conversation_id=conversation.id, trigger="manual", force=True).event
     wait_for(lambda: CompressionEvent.objects.filter(id=event.id, phase="summarising").exists(), 30,
              what="the summariser call to start")
     worker = live.procs["worker"]
@@ -101,12 +101,13 @@ def test_a_worker_killed_mid_compression_leaves_the_session_intact(live, alice):
         assert session.ended_at is None
         assert list(Message.objects.filter(session=session).values_list("id", "archived", "seq")) == before
         # Before the lease expires a new request is refused; after it, the next attempt succeeds.
-        assert compression_request(conversation_id=conversation.id, trigger="manual", force=True).status == "skipped"
+        assert compression_request(conversation_id=conversation.id, trigger="manual",
+                                   force=True).event.status == "skipped"
     finally:
         live.start_worker()
     sim_control(live, "/_sim/faults", {"clear": True})
     retry = wait_for(lambda: (lambda e: e if e.status != "skipped" else None)(
-        compression_request(conversation_id=conversation.id, trigger="manual", force=True)), 30, interval=1,
+        compression_request(conversation_id=conversation.id, trigger="manual", force=True).event), 30, interval=1,
         what="the lease to expire")
     wait_compressions_settled(conversation)
     retry.refresh_from_db()

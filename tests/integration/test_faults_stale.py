@@ -163,7 +163,7 @@ def test_a_compression_whose_worker_is_killed_mid_summary_is_closed_and_nothing_
     assert list(Message.objects.filter(session=session).values_list("id", "archived", "seq")) == before
     # The lease is free again: the next /compress runs.
     sim_control(live, "/_sim/faults", {"clear": True})
-    again = compaction.compression_request(conversation_id=conversation.id, trigger="manual", force=True)
+    again = compaction.compression_request(conversation_id=conversation.id, trigger="manual", force=True).event
     assert again.status == "queued"
     wait_for(lambda: CompressionEvent.objects.get(id=again.id).status not in ("queued", "running"), 60,
              what="the next compression")

@@ -23,7 +23,7 @@ def test_a_200k_conversation_at_its_threshold_is_read_whole(live, alice):
             message_append(session=session, role="user", content=f"Step {i}: marker-{i} " + "requirement " * 350)
             message_append(session=session, role="assistant", content=f"Done {i}: " + "decision " * 350)
             i += 1
-    event = compression_request(conversation_id=conversation.id, trigger="admin")
+    event = compression_request(conversation_id=conversation.id, trigger="admin").event
     wait_compressions_settled(conversation, timeout=120)
     event.refresh_from_db()
     assert event.status == "compressed", event.reason

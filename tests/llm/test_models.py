@@ -7,10 +7,10 @@ import json
 from llm.models import DEFAULT_MODELS, ModelCatalog, catalog_from_json, get_model
 
 
-def test_it_knows_the_simulator_models_and_enables_caching_for_them():
+def test_it_knows_the_simulator_models():
     small, large = get_model("sim-claude-64k"), get_model("sim-claude-200k")
     assert (small.context_window, large.context_window) == (64_000, 200_000)
-    assert small.supports_prompt_caching and large.supports_prompt_caching and small.simulated
+    assert small.simulated and large.simulated
 
 
 def test_it_carries_the_reference_figures_for_real_models():

@@ -17,7 +17,7 @@ from llm.errors import (
     RateLimitError,
 )
 from llm.openai_provider import OpenAICompatibleProvider
-from llm.providers import UnknownProviderError, default_provider_name, get_provider
+from llm.providers import UnknownProviderError, get_provider
 from llm.usage import Usage
 from tests.simulator.conftest import MODEL
 
@@ -136,11 +136,6 @@ def test_it_builds_every_named_provider():
         get_provider("custom")
     with pytest.raises(UnknownProviderError):
         get_provider("bedrock")
-
-
-def test_it_defaults_to_the_simulator_without_an_anthropic_key():
-    assert default_provider_name({}) == "simulator"
-    assert default_provider_name({"ANTHROPIC_API_KEY": "sk-ant"}) == "anthropic"
 
 
 # -- OpenAI-compatible route, against the simulator's /v1/chat/completions --------------------

@@ -47,7 +47,7 @@ def test_it_falls_back_to_top_level_cache_fields():
 
 def test_it_treats_missing_usage_as_zero():
     assert normalize_openai_usage(None) == Usage()
-    assert Usage().prompt_tokens == 0 and Usage().cache_hit_rate == 0.0
+    assert Usage().prompt_tokens == 0
 
 
 def test_it_adds_usages():
@@ -66,7 +66,7 @@ def test_it_prices_each_bucket_and_reports_the_no_cache_cost():
 
 
 def test_it_shows_a_cache_hit_saving_and_a_cold_write_costing_more():
-    price = Price.from_base(3, 15)
+    price = Price(input=3, output=15, cache_write_5m=3.75, cache_write_1h=6, cache_read=0.30)
     hit = compute_cost(Usage(input=100, cache_read=10_000, output=10), price)
     cold = compute_cost(Usage(input=100, cache_write=10_000, cache_write_5m=10_000, output=10), price)
     assert hit.saved > 0 > cold.saved

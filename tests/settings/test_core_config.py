@@ -171,7 +171,7 @@ def test_it_builds_over_a_base_without_touching_other_fields():
 def test_it_keeps_the_api_key_out_of_repr_and_error_messages():
     aux = AuxiliaryConfig(api_key="sk-live-SECRET")
     assert "SECRET" not in repr(aux) and "SECRET" not in repr(RuntimeConfig(auxiliary=aux))
-    assert aux.has_api_key
+    assert aux.api_key == "sk-live-SECRET"  # kept, only hidden
     with pytest.raises(ConfigValueError) as exc:
         cfg.build_auxiliary(api_key="sk-live-SECRET" * 50)
     assert "SECRET" not in str(exc.value)

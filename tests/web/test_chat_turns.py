@@ -11,6 +11,7 @@ from sessions import live
 from sessions.agent import loop
 from sessions.agent.loop import turn_drain
 from sessions.models import ApiCall, Conversation, Message, Turn
+from sessions.services import turn_end
 from sessions.services import turns as turns_service
 from sessions.services.context import context_messages, session_active, session_start
 from sessions.services.turns import TurnRejected, turn_cancel, turn_edit, turn_regenerate, turn_retry, turn_submit
@@ -171,7 +172,7 @@ def test_stop_between_tool_calls_runs_no_further_tool_and_answers_every_call(ali
     context = context_messages(session)
     calls = [c["id"] for c in context[-3]["tool_calls"]]
     results = [(m["tool_call_id"], m["content"]) for m in context[-2:]]
-    assert [r[0] for r in results] == calls and all(r[1] == loop.NOT_RUN_STOPPED for r in results)
+    assert [r[0] for r in results] == calls and all(r[1] == turn_end.NOT_RUN_STOPPED for r in results)
     monkeypatch.setattr(live, "message_added", real_added)
     nxt = run(alice, conversation, "what next?", django_capture_on_commit_callbacks)
     assert nxt.status == "done", nxt.error  # the simulator refuses a tool call without its result
@@ -210,7 +211,7 @@ def test_a_crash_after_the_model_asked_for_tools_answers_the_calls_before_failin
     turn = run(alice, conversation, "read a.txt", django_capture_on_commit_callbacks)
     assert turn.status == "failed" and "RuntimeError" in turn.error
     context = context_messages(session_active(conversation))
-    assert context[-1]["role"] == "tool" and context[-1]["content"] == loop.NOT_RUN_FAILED
+    assert context[-1]["role"] == "tool" and context[-1]["content"] == turn_end.NOT_RUN_FAILED
     monkeypatch.undo()
     nxt = run(alice, conversation, "carry on please", django_capture_on_commit_callbacks)
     assert nxt.status == "done", nxt.error

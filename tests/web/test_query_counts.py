@@ -64,13 +64,13 @@ def test_the_cache_panel_takes_at_most_three_queries(alice, django_assert_max_nu
     assert [b["compressed"] for b in panel["bars"]] == [False, False, False, True, False, False]
 
 
-def test_the_live_state_on_a_socket_connect_takes_at_most_nine_queries(alice, django_assert_max_num_queries):
+def test_the_live_state_on_a_socket_connect_takes_at_most_eight_queries(alice, django_assert_max_num_queries):
     c = busy_conversation(alice)
     child = session_active(c)
     for _ in range(3):  # more dividers must not mean more queries
         summary = message_append(session=child, role="user", content="[another summary]", is_summary=True)
         c.compression_events.create(session=child, summary_message=summary, trigger="manual", status="compressed")
-    with django_assert_max_num_queries(9):  # eight, and the MCP servers' one
+    with django_assert_max_num_queries(8):  # the MCP servers' one included
         html = live.live_state(c)
     assert 'id="gauge"' in html and 'id="cache-panel"' in html and 'data-role="summary"' in html
 

@@ -237,7 +237,7 @@ def test_a_page_told_a_compression_was_interrupted_can_compress_at_once(conversa
         pushes.append(closed.id)
         if len(pushes) == 1:  # the first push only (a refused request is pushed too)
             asked.append(compaction.compression_request(conversation_id=conversation.id, trigger="manual",
-                                                        force=True))
+                                                        force=True).event)
         told(closed)
 
     monkeypatch.setattr(compaction.live, "compression_finished", compress_when_told)

@@ -213,6 +213,7 @@ def search_files(root: Path, *, pattern: str, path: str = ".") -> str:
     real = resolve(root, path)
     if not os.path.exists(real):
         raise ToolError(f"'{path}' does not exist")
+    files: Iterator[Path]
     if os.path.isdir(real):
         files = (Path(entry.path) for kind, entry in _walk(real) if kind == "file")
     else:

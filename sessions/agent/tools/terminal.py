@@ -86,7 +86,9 @@ def _run(box: sandbox.Prepared, *, timeout: int, max_chars: int) -> tuple[str, b
             f"bubblewrap could not be run: {exc.strerror or exc}; {sandbox.INSTALL_HINT}") from None
     box.spawned()
     pgid = process.pid  # start_new_session: the child leads its own group
-    capture = _Capture(process.stdout.fileno(), keep=max(1, (max_chars - _FOOTER_ROOM) // 2))
+    stdout = process.stdout
+    assert stdout is not None  # stdout=PIPE
+    capture = _Capture(stdout.fileno(), keep=max(1, (max_chars - _FOOTER_ROOM) // 2))
     timed_out = False
     try:
         process.wait(timeout=timeout)
@@ -99,7 +101,7 @@ def _run(box: sandbox.Prepared, *, timeout: int, max_chars: int) -> tuple[str, b
         # A process that left the group (setsid) dies with the sandbox's pid namespace all the same;
         # should anything still hold the pipe, the daemon reader keeps the fd and we return what we have.
         if not capture.thread.is_alive():
-            process.stdout.close()
+            stdout.close()
     output = capture.text().rstrip("\n")
     if not box.started():
         raise sandbox.SandboxUnavailable(f"bubblewrap failed: {output or f'exit code {process.returncode}'}")

@@ -32,9 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import close_old_connections
 from django.db.models import F
 from django.utils import timezone
 
+from compression.models import MCPServer
 from sessions.agent.tools.mcp import offer
 
 log = logging.getLogger(__name__)
@@ -107,6 +109,8 @@ def _describe(exc: BaseException) -> str:
 
 @contextlib.asynccontextmanager
 async def _http_transport(url: str, headers: dict[str, str], timeout: float):
+    # The SDK and its HTTP client load on first use only: importing them takes over a second,
+    # which a process with no MCP server never pays.
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
@@ -118,7 +122,7 @@ async def _http_transport(url: str, headers: dict[str, str], timeout: float):
 
 
 def _target(server):
-    from mcp import StdioServerParameters, stdio_client
+    from mcp import StdioServerParameters, stdio_client  # the SDK (~1.2 s to import) loads on first use only
 
     if server.transport == "http":
         return _http_transport(server.url, _secrets(server.headers), float(server.connect_timeout))
@@ -150,12 +154,13 @@ class MCPClients:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     async def _hold(self, conn: _Connection, target) -> None:
-        from mcp import Client
+        from mcp import Client  # the SDK (~1.2 s to import) loads on first use only
 
         conn.closing = asyncio.Event()
         try:
             async with Client(target) as client:
-                tools, cursor = [], None
+                tools: list[dict[str, Any]] = []
+                cursor = None
                 while True:
                     page = await client.list_tools(cursor=cursor)
                     tools.extend(offer.listed(t) for t in page.tools)
@@ -250,6 +255,7 @@ class MCPClients:
         started = time.monotonic()
         future = self._run(self._call(conn, tool, arguments))
         deadline = started + conn.timeout + 5  # the SDK's own read timeout answers first
+        result: object
         while True:
             try:
                 result = future.result(timeout=STOP_POLL_SECONDS)
@@ -301,7 +307,7 @@ class MCPClients:
             return exc
 
     def _call_failed(self, server, conn: _Connection, tool: str, exc: BaseException, latency: float) -> str:
-        from mcp import MCPError
+        from mcp import MCPError  # the SDK (~1.2 s to import) loads on first use only
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         if isinstance(exc, MCPError) and getattr(exc, "code", None) == REQUEST_TIMEOUT:
@@ -326,14 +332,10 @@ class MCPClients:
 
     @staticmethod
     def _record(server_id: int, **fields) -> None:
-        from compression.models import MCPServer
-
         MCPServer.objects.filter(id=server_id).update(checked_at=timezone.now(), **fields)
 
     @staticmethod
     def _failed(server, reason: str) -> None:
-        from compression.models import MCPServer
-
         MCPServer.objects.filter(id=server.id).update(
             failures=F("failures") + 1, last_error=reason, checked_at=timezone.now(),
             state_generation=server.generation)
@@ -347,8 +349,6 @@ class MCPClients:
         """Connect to every enabled server not yet tried at its current generation (a worker that
         starts, an admin's change or Reload), and close the connections of servers switched off
         or removed."""
-        from compression.models import MCPServer
-
         servers = {s.id: s for s in MCPServer.objects.all()}
         for server_id in list(self._connections):
             server = servers.get(server_id)
@@ -375,8 +375,6 @@ CLIENTS = MCPClients()
 
 def watch_forever(stop: threading.Event, interval: float = WATCH_SECONDS) -> None:
     """The worker's thread: `CLIENTS.refresh()` now and every ``interval`` seconds."""
-    from django.db import close_old_connections
-
     while not stop.is_set():
         try:
             close_old_connections()

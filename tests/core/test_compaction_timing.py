@@ -1,0 +1,77 @@
+"""Cache-aware compaction timing, with the clock injected: compact on return after a break longer
+than the cache's longest entry, defer while warm with room left, never defer past the threshold."""
+from __future__ import annotations
+
+import pytest
+
+from compression.core.compaction_timing import (
+    COMPACT,
+    DEFER,
+    NONE,
+    ONE_HOUR,
+    TimingInput,
+    longest_ttl_seconds,
+    timing_decision,
+)
+
+T0 = 1_000_000.0
+
+
+def facts(*, idle: float, projected: int, threshold: int = 100_000, ttl: float = 300.0,
+          growth: float = 4_000.0) -> TimingInput:
+    return TimingInput(now=T0 + idle, last_call_at=T0, ttl_seconds=ttl, projected=projected,
+                       threshold=threshold, growth_per_turn=growth)
+
+
+def test_a_return_after_the_cache_expired_compacts_when_the_conversation_is_large_enough():
+    decision = timing_decision(facts(idle=74 * 60, projected=78_000, ttl=ONE_HOUR))
+    assert decision.action == COMPACT
+    assert decision.reason.startswith("compacted on return after 74 minutes: the cache had expired")
+    assert "78%" in decision.reason
+    assert decision.idle_seconds == 74 * 60
+
+
+def test_the_same_pause_inside_the_cache_lifetime_does_not_compact():
+    # 50 minutes is inside a 1h entry's life; 6 minutes is past a 5m entry's.
+    assert timing_decision(facts(idle=50 * 60, projected=78_000, ttl=ONE_HOUR, growth=1_000)).action == NONE
+    assert timing_decision(facts(idle=6 * 60, projected=78_000, ttl=300.0, growth=1_000)).action == COMPACT
+
+
+def test_a_cold_return_below_the_share_leaves_the_conversation_alone():
+    decision = timing_decision(facts(idle=3 * 3600, projected=69_000))
+    assert decision.action == NONE
+    assert timing_decision(facts(idle=3 * 3600, projected=69_000), idle_share=0.6).action == COMPACT
+
+
+def test_warm_with_room_left_but_the_threshold_near_defers_and_says_why():
+    decision = timing_decision(facts(idle=40, projected=92_000, growth=4_000))
+    assert decision.action == DEFER
+    assert "8,000 tokens, about 2 turns" in decision.reason
+    assert "at the next break or at the threshold" in decision.reason
+
+
+def test_warm_and_far_from_the_threshold_is_neither_compact_nor_defer():
+    assert timing_decision(facts(idle=40, projected=75_000, growth=4_000)).action == NONE
+    assert timing_decision(facts(idle=40, projected=92_000, growth=0)).action == NONE
+
+
+@pytest.mark.parametrize("idle", [10, 400, 7200])
+def test_never_deferred_past_the_threshold(idle):
+    for projected in (100_000, 130_000):
+        decision = timing_decision(facts(idle=idle, projected=projected))
+        assert decision.action == NONE
+        assert "ordinary rule" in decision.reason
+
+
+def test_without_a_cache_or_a_previous_call_there_is_nothing_to_time():
+    assert timing_decision(facts(idle=7200, projected=90_000, ttl=0.0)).action == NONE
+    first = TimingInput(now=T0, last_call_at=None, ttl_seconds=300.0, projected=90_000, threshold=100_000,
+                        growth_per_turn=1_000)
+    assert timing_decision(first).action == NONE
+
+
+def test_a_strategy_longest_entry():
+    assert longest_ttl_seconds(enabled=False, strategy="system_and_3", cache_ttl="1h") == 0.0
+    assert longest_ttl_seconds(enabled=True, strategy="system_and_3", cache_ttl="5m") == 300.0
+    assert longest_ttl_seconds(enabled=True, strategy="system_and_3", cache_ttl="1h") == ONE_HOUR
+    assert longest_ttl_seconds(enabled=True, strategy="rolling_1h", cache_ttl="5m") == ONE_HOUR
