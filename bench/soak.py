@@ -19,9 +19,18 @@ second half; memory that levels off has a second-half slope near zero. It exits 
 `--debug` runs every process with DEBUG=1, where Django logs each query of a connection (the
 worker's pool threads keep their logs unless cleared after each task, `hermes_web/celery.py`).
 
+`--profile tools` runs turns that look like real use instead (bench/soak_tools.py, its plan in
+bench/soak_plan.py): workspace and MCP tool calls, the lcm engine with its compactions and its
+context_search / context_expand calls, and two users over their per-user limits, whose refused
+sends are counted apart from failures; it reports p50/p95 turn time, the compactions, and each
+process's RSS slope over the second half by least squares with a verdict (bench/soak_stats.py).
+`--tracemalloc` (either profile) has the worker and Daphne write their top growth sites since
+half-time to artifacts/soak-tracemalloc-{worker,web}.txt (bench/soak_trace.py).
+
 Run: .venv/bin/python bench/soak.py [--minutes 30] [--sockets 30] [--conversations 10]
-     [--sample 60] [--words 40] [--concurrency 4] [--debug] [--keep]
+     [--sample 60] [--words 40] [--concurrency 4] [--debug] [--keep] [--tracemalloc]
      .venv/bin/python bench/soak.py --quick   (a smoke run: 30 s, 6 sockets on 2 conversations)
+     .venv/bin/python bench/soak.py --profile tools --minutes 120 [--think 2] [--tracemalloc]
 """
 from __future__ import annotations
 
@@ -29,25 +38,22 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
 import signal
 import sys
 import tempfile
 import time
 import urllib.error
-import urllib.parse
-import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import websockets  # noqa: E402
-
 from bench.live_fanout import bench_env, manage  # noqa: E402
+from bench.soak_parts import TURN_TIMEOUT, Counters, Http, Sample, Sockets, fmt_mb, rss_kb, say  # noqa: E402
+from bench.soak_tools import THINK, log_trace_reports, start_web, trace_env  # noqa: E402
+from bench.soak_tools import run as run_tools  # noqa: E402
 from tests.stack import Stack, free_port  # noqa: E402
 
 MINUTES = 30.0
@@ -57,11 +63,9 @@ USERS = 3
 SAMPLE_SECONDS = 60.0
 WORDS = 40
 CONCURRENCY = 4
-TURN_TIMEOUT = 180.0
 QUICK = {"minutes": 0.5, "sockets": 6, "conversations": 2, "sample": 10.0}
 MODEL = "sim-claude-64k"
 PROCESSES = ("worker", "web", "redis", "simulator")
-FINISHED_RE = re.compile(r'id="turn-status"[^>]*data-status="(done|failed)"')
 
 SEED = """
 import json
@@ -91,121 +95,6 @@ with transaction.atomic():
         conversations.append({{"id": str(conversation.id), "user": i % len(users)}})
 print("SOAK-SEED " + json.dumps({{"users": users, "conversations": conversations}}))
 """
-
-
-def say(line: str) -> None:
-    """Print at once: a 30-minute run's samples show as they are taken, also into a file."""
-    print(line, flush=True)
-
-
-def rss_kb(pid: int) -> int | None:
-    """The process's resident set size in KiB (VmRSS), None once it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-@dataclass
-class Sample:
-    elapsed: float
-    turns: int
-    rss_kb: dict[str, int | None]
-
-
-@dataclass
-class Counters:
-    done: int = 0
-    failed: int = 0
-    timeouts: int = 0
-    post_errors: int = 0
-    dropped_sockets: int = 0
-    turn_seconds: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-
-class Http:
-    """The product's form endpoint over plain HTTP, as a browser session posts it (htmx)."""
-
-    def __init__(self, port: int) -> None:
-        self.base = f"http://127.0.0.1:{port}"
-        self.csrf: dict[str, str] = {}
-
-    def _open(self, request: urllib.request.Request):
-        return urllib.request.urlopen(request, timeout=60)
-
-    def login_csrf(self, cookie: str, conversation_id: str) -> str:
-        """The CSRF cookie Django sets on the conversation page, per session."""
-        if cookie not in self.csrf:
-            request = urllib.request.Request(f"{self.base}/conversations/{conversation_id}/",
-                                             headers={"Cookie": f"sessionid={cookie}"})
-            with self._open(request) as response:
-                for header in response.headers.get_all("Set-Cookie") or []:
-                    if header.startswith("csrftoken="):
-                        self.csrf[cookie] = header.split(";", 1)[0].split("=", 1)[1]
-            if cookie not in self.csrf:
-                raise RuntimeError("the conversation page set no csrftoken cookie")
-        return self.csrf[cookie]
-
-    def send(self, cookie: str, conversation_id: str, text: str) -> int:
-        token = self.login_csrf(cookie, conversation_id)
-        body = urllib.parse.urlencode({"text": text}).encode()
-        request = urllib.request.Request(
-            f"{self.base}/conversations/{conversation_id}/send", data=body, method="POST",
-            headers={"Cookie": f"sessionid={cookie}; csrftoken={token}", "X-CSRFToken": token,
-                     "HX-Request": "true", "Content-Type": "application/x-www-form-urlencoded"})
-        with self._open(request) as response:
-            return response.status
-
-
-class Sockets:
-    """The open websockets; the first socket of each conversation tells its driver when a turn
-    finished. Every socket reads everything it is sent (the fan-out is part of the load)."""
-
-    def __init__(self) -> None:
-        self.finished: dict[str, asyncio.Queue] = {}
-        self.readers: list[asyncio.Task] = []
-        self.sockets: list = []
-        self.messages = 0
-        self.closing = False
-
-    async def open(self, web_port: int, seeded: dict, count: int, counters: Counters) -> None:
-        conversations, users = seeded["conversations"], seeded["users"]
-        origin = f"http://127.0.0.1:{web_port}"
-        for c in conversations:
-            self.finished[c["id"]] = asyncio.Queue()
-        for i in range(count):
-            c = conversations[i % len(conversations)]
-            headers = {"Cookie": f"sessionid={users[c['user']]['cookie']}", "Origin": origin}
-            ws = await websockets.connect(f"ws://127.0.0.1:{web_port}/ws/conversations/{c['id']}/",
-                                          additional_headers=headers, open_timeout=30, max_size=2**24)
-            await asyncio.wait_for(ws.recv(), 30)  # the initial live state
-            self.sockets.append(ws)
-            signals = self.finished[c["id"]] if i < len(conversations) else None
-            self.readers.append(asyncio.create_task(self._read(ws, signals, counters)))
-
-    async def _read(self, ws, signals: asyncio.Queue | None, counters: Counters) -> None:
-        try:
-            async for message in ws:
-                self.messages += 1
-                if signals is not None and isinstance(message, str):
-                    match = FINISHED_RE.search(message)
-                    if match:
-                        signals.put_nowait(match.group(1))
-        except websockets.ConnectionClosed:
-            pass
-        if not self.closing:
-            counters.dropped_sockets += 1
-
-    async def close(self) -> None:
-        self.closing = True
-        await asyncio.gather(*(ws.close() for ws in self.sockets), return_exceptions=True)
-        for task in self.readers:
-            task.cancel()
-        await asyncio.gather(*self.readers, return_exceptions=True)
 
 
 async def drive(conversation: dict, cookie: str, http: Http, sockets: Sockets, deadline: float, words: int,
@@ -238,10 +127,6 @@ async def drive(conversation: dict, cookie: str, http: Http, sockets: Sockets, d
             counters.done += 1
         else:
             counters.failed += 1
-
-
-def fmt_mb(kb: int | None) -> str:
-    return "-" if kb is None else f"{kb / 1024:.1f}"
 
 
 async def soak(*, web_port: int, seeded: dict, pids: dict[str, int], minutes: float, sockets_count: int,
@@ -335,7 +220,7 @@ def report(result: dict, log=say) -> None:
 
 def run(*, minutes: float = MINUTES, sockets: int = SOCKETS, conversations: int = CONVERSATIONS,
         sample: float = SAMPLE_SECONDS, words: int = WORDS, concurrency: int = CONCURRENCY,
-        debug: bool = False, keep: bool = False, log=say) -> dict:
+        debug: bool = False, keep: bool = False, tracemalloc: bool = False, log=say) -> dict:
     """Start the stack, soak, print the figures; return them. Every process is stopped."""
     started = time.perf_counter()
     base = Path(tempfile.mkdtemp(prefix="hermes-soak-"))
@@ -353,8 +238,9 @@ def run(*, minutes: float = MINUTES, sockets: int = SOCKETS, conversations: int 
                       if line.startswith("SOAK-SEED "))
         stack.start_redis()
         stack.start_simulator()
-        stack.start_worker(concurrency=concurrency)
-        web_port = stack.start_web()
+        stack.start_worker(concurrency=concurrency, extra_env=trace_env("worker", minutes) if tracemalloc else None,
+                           extra_args=["--include", "bench.soak_trace"] if tracemalloc else None)
+        web_port = start_web(stack, tracemalloc, trace_env("web", minutes) if tracemalloc else {})
         pids = {name: stack.procs[name].pid for name in PROCESSES}
         log(f"stack up in {time.perf_counter() - started:.1f} s: {sockets} sockets on {conversations} conversations "
             f"({MODEL}), {minutes:g} min, a sample every {sample:g} s; 1 worker (threads x{concurrency}); "
@@ -364,6 +250,8 @@ def run(*, minutes: float = MINUTES, sockets: int = SOCKETS, conversations: int 
                                   sockets_count=sockets, sample=sample, words=words, log=log))
         result["growth"] = {name: growth(result["samples"], name) for name in PROCESSES}
         report(result, log=log)
+        if tracemalloc:
+            log_trace_reports(minutes, log)
         log(f"total {time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.2f} at the end")
         failed = False
         return result
@@ -388,9 +276,21 @@ def main(argv: list[str] | None = None) -> dict:
                              "a sample every {sample} s".format(**QUICK))
     parser.add_argument("--debug", action="store_true", help="run the processes with DEBUG=1 (query logs on)")
     parser.add_argument("--keep", action="store_true", help="keep the data folder and process logs")
+    parser.add_argument("--profile", choices=("chat", "tools"), default="chat",
+                        help="chat (default): plain replies without pause; tools: tool calls, MCP, lcm compactions, "
+                             "recall, two users over their limits")
+    parser.add_argument("--think", type=float, default=THINK,
+                        help=f"tools profile: seconds a driver waits after each turn ({THINK:g})")
+    parser.add_argument("--tracemalloc", action="store_true",
+                        help="the worker and Daphne write their growth sites since half-time to "
+                             "artifacts/soak-tracemalloc-*.txt (slows them down)")
     args = parser.parse_args(argv)
     defaults = QUICK if args.quick else {"minutes": MINUTES, "sockets": SOCKETS, "conversations": CONVERSATIONS,
                                          "sample": SAMPLE_SECONDS}
+    if args.profile == "tools" and args.sample is None:
+        # At least 40 samples in the run (a slope over the second half needs points), at most one a minute.
+        minutes = args.minutes if args.minutes is not None else defaults["minutes"]
+        defaults = {**defaults, "sample": min(SAMPLE_SECONDS, max(5.0, minutes * 60 / 40))}
     values = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in defaults.items()}
     for name in ("minutes", "sample"):
         if values[name] <= 0:
@@ -400,9 +300,14 @@ def main(argv: list[str] | None = None) -> dict:
             parser.error(f"--{name} must be at least 1")
     if values["sockets"] < values["conversations"]:
         parser.error("--sockets must be at least --conversations (every conversation is watched)")
-    return run(minutes=values["minutes"], sockets=values["sockets"], conversations=values["conversations"],
-               sample=values["sample"], words=args.words, concurrency=args.concurrency, debug=args.debug,
-               keep=args.keep)
+    if args.think < 0:
+        parser.error("--think must not be negative")
+    common = {"minutes": values["minutes"], "sockets": values["sockets"], "conversations": values["conversations"],
+              "sample": values["sample"], "words": args.words, "concurrency": args.concurrency, "debug": args.debug,
+              "keep": args.keep, "tracemalloc": args.tracemalloc}
+    if args.profile == "tools":
+        return run_tools(think=args.think, **common)
+    return run(**common)
 
 
 def _terminate(signum, frame):
