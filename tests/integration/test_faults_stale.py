@@ -144,8 +144,9 @@ def test_a_compression_whose_worker_is_killed_mid_summary_is_closed_and_nothing_
     async def scenario():
         async with websockets.connect(url, additional_headers=headers) as ws:
             await receive_until(ws, 'id="gauge"')
-            event = await in_thread(compaction.compression_request, conversation_id=conversation.id,
-                                    trigger="manual", force=True)
+            requested = await in_thread(compaction.compression_request, conversation_id=conversation.id,
+                                        trigger="manual", force=True)
+            event = requested.event
             await in_thread(wait_for, lambda: CompressionEvent.objects.filter(id=event.id, phase="summarising").exists(),
                             30, what="the summariser call to start")
             killed = time.monotonic()
