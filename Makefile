@@ -70,6 +70,7 @@ gates: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	env -u DATABASE_URL $(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict compression/core
 	$(VENV)/bin/vulture hermes_web sessions compression llm simulator staff plugins vulture_whitelist.py \
 	  --min-confidence 60 --exclude "*/migrations/*,hermes_web/settings.py" \
 	  --ignore-decorators "@admin.register,@admin.action,@admin.display,@register,@receiver,@shared_task,@*.connect"

@@ -15,6 +15,7 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
+from compression.core.base import parse_chunk_phase
 from compression.core.markers import SUMMARY_KEY
 from compression.core.tokens import TOKENS_KEY
 from sessions.models_limits import LimitDefaults as LimitDefaults  # the limits' models, registered with these
@@ -259,8 +260,6 @@ class CompressionEvent(models.Model):
     @property
     def phase_label(self) -> str:
         """The phase in words; the summariser's chunks as "summarising chunk k of n"."""
-        from compression.core.base import parse_chunk_phase
-
         chunk = parse_chunk_phase(self.phase)
         return f"summarising chunk {chunk[0]} of {chunk[1]}" if chunk else self.phase
 

@@ -17,11 +17,14 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from compression.core.compressor_state import ANTI_THRASH_LIMIT
-from compression.models import SettingsChange
+from compression.core.projection import tool_schema_tokens
+from compression.models import MCPServer, SettingsChange
 from sessions.models import ApiCall, CompressionEvent, Conversation, Session
 from sessions.presenters import LEVEL_WORDS, bar, pressures
 from sessions.selectors import active_sessions_by_conversation
+from sessions.services.feasibility import feasibility
 from sessions.services.limits_usage import usage_overview
+from sessions.services.mcp import servers_offered
 from sessions.services.runtime import current_config
 
 PRESSURE_LIMIT = 200
@@ -240,10 +243,6 @@ def auxiliary_failures(*, limit: int = 5) -> dict:
 def mcp_servers() -> list[dict]:
     """Each MCP server as the workers last reported it: connected or not, its offered tools and
     their schema tokens, the last error and the last call's latency (one query)."""
-    from compression.core.projection import tool_schema_tokens
-    from compression.models import MCPServer
-    from sessions.services.mcp import servers_offered
-
     rows = list(MCPServer.objects.all())
     offered = {s.id: s for s in servers_offered(servers=[r for r in rows if r.enabled])}
     out = []
@@ -255,8 +254,6 @@ def mcp_servers() -> list[dict]:
 
 
 def dashboard(*, cfg, now: float | None = None) -> dict:
-    from sessions.services.feasibility import feasibility
-
     now = time.time() if now is None else now
     days = daily()
     return {
