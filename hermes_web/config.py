@@ -55,16 +55,28 @@ def redis_url() -> str:
     if not raw:
         port = env_int("HERMES_REDIS_PORT", 6390, minimum=1, maximum=65535)
         return f"redis://127.0.0.1:{port}/0"
+    return _checked_redis_url("REDIS_URL", raw)
+
+
+def _checked_redis_url(name: str, raw: str) -> str:
     try:
         parts = urlsplit(raw)
         parts.port  # noqa: B018  (raises ValueError on a non-numeric port)
     except ValueError as exc:
-        raise ConfigError(f"REDIS_URL: cannot parse {raw!r} ({exc})") from None
+        raise ConfigError(f"{name}: cannot parse {raw!r} ({exc})") from None
     if parts.scheme not in {"redis", "rediss", "unix"}:
-        raise ConfigError(f"REDIS_URL: scheme must be redis://, rediss:// or unix://, got {raw!r}")
+        raise ConfigError(f"{name}: scheme must be redis://, rediss:// or unix://, got {raw!r}")
     if parts.scheme != "unix" and not parts.hostname:
-        raise ConfigError(f"REDIS_URL: no host in {raw!r}")
+        raise ConfigError(f"{name}: no host in {raw!r}")
     return raw
+
+
+def channel_redis_urls(default: str) -> list[str]:
+    """HERMES_CHANNEL_REDIS_URLS (comma-separated, each validated): the Redis servers the live
+    updates' channel layer shards its groups over; else the one ``default`` (REDIS_URL's)."""
+    raw = os.environ.get("HERMES_CHANNEL_REDIS_URLS", "")
+    urls = [_checked_redis_url("HERMES_CHANNEL_REDIS_URLS", u.strip()) for u in raw.split(",") if u.strip()]
+    return urls or [default]
 
 
 def redis_is_embedded() -> bool:
@@ -110,15 +122,17 @@ def check_database_driver(config: dict) -> None:
         raise ConfigError(f"DATABASE_URL: the driver for {config['ENGINE']} is not installed ({first})") from None
 
 
-def channel_layers(url: str) -> dict:
-    """The Channels layer config (shared with the fan-out benchmark's floor app)."""
+def channel_layers(url: str, shards: list[str] | None = None) -> dict:
+    """The Channels layer config (shared with the fan-out benchmark's floor app): on ``url``, or
+    sharded over ``shards`` (channels_redis hashes each group and channel to one of them)."""
     return {
         "default": {
             "BACKEND": "hermes_web.channel_layer.HermesChannelLayer",
             "CONFIG": {
                 # socket_timeout above the layer's 5 s BZPOPMIN wait: redis-py 8's default of 5 s drops
                 # every socket that receives nothing for 5 s. max_connections/timeout: the blocking pool.
-                "hosts": [{"address": url, "socket_timeout": 15, "max_connections": 50, "timeout": 20}],
+                "hosts": [{"address": u, "socket_timeout": 15, "max_connections": 50, "timeout": 20}
+                          for u in (shards or [url])],
                 "capacity": 1500,
                 "expiry": 30,
             },

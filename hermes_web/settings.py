@@ -12,6 +12,7 @@ from hermes_web.config import (
     BASE_DIR,
     ConfigError,
     channel_layers,
+    channel_redis_urls,
     data_dir,
     database_config,
     env_bool,
@@ -105,7 +106,7 @@ DATABASES = {"default": database_config()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = redis_url()
-CHANNEL_LAYERS = channel_layers(REDIS_URL)
+CHANNEL_LAYERS = channel_layers(REDIS_URL, channel_redis_urls(REDIS_URL))
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL

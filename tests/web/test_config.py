@@ -101,3 +101,16 @@ def test_the_web_process_names_an_unreachable_external_redis(tmp_path):
                             timeout=60)
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1].startswith("hermes: REDIS_URL: Redis is unreachable")
+
+
+def test_the_channel_layer_shards_over_the_redis_servers_it_is_given(monkeypatch):
+    monkeypatch.delenv("HERMES_CHANNEL_REDIS_URLS", raising=False)
+    assert config.channel_redis_urls("redis://main:6379/0") == ["redis://main:6379/0"]
+    monkeypatch.setenv("HERMES_CHANNEL_REDIS_URLS", " redis://a:6379/0, redis://b:6379/0 ,")
+    shards = config.channel_redis_urls("redis://main:6379/0")
+    assert shards == ["redis://a:6379/0", "redis://b:6379/0"]
+    hosts = config.channel_layers("redis://main:6379/0", shards)["default"]["CONFIG"]["hosts"]
+    assert [h["address"] for h in hosts] == shards and all(h["max_connections"] == 50 for h in hosts)
+    monkeypatch.setenv("HERMES_CHANNEL_REDIS_URLS", "redis://a:6379/0,http://b")
+    with pytest.raises(ConfigError, match="^HERMES_CHANNEL_REDIS_URLS: scheme must be"):
+        config.channel_redis_urls("redis://main:6379/0")
