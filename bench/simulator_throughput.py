@@ -38,8 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -50,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.common_cli import keep_or_remove, log_total, machine_load, run_main  # noqa: E402
 from bench.throughput.cells import MODES, SERVERS, Server  # noqa: E402
 from bench.throughput.clients import connect_bursts, measure_httpx, measure_sdk  # noqa: E402
 from bench.throughput.report import report  # noqa: E402
@@ -91,7 +90,7 @@ def run(*, levels: tuple[int, ...] = CLIENTS, seconds: float = SECONDS, slice_s:
                    "floor": Server("floor", f"http://127.0.0.1:{floor_port}", floor.pid)}
         log(f"simulator {sim_url} ({' '.join(map(str, stack.procs['simulator'].args[1:3]))}), floor "
             f"{servers['floor'].url} ({FLOOR_MODULE}); {seconds:g} s or {max_requests} requests per server per "
-            f"cell in {slice_s:g} s turns; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+            f"cell in {slice_s:g} s turns; {machine_load()}")
         cells, sizes = asyncio.run(measure_httpx(servers, levels=levels, seconds=seconds, slice_s=slice_s,
                                                  max_requests=max_requests, warmup=warmup, log=log))
         cells += measure_sdk(servers, seconds=sdk_seconds, slice_s=slice_s, max_requests=max_requests, log=log)
@@ -99,16 +98,13 @@ def run(*, levels: tuple[int, ...] = CLIENTS, seconds: float = SECONDS, slice_s:
         verdict = report(cells, log=log)
         log(f"{max(levels)} new connections at once, after the table's runs (listen backlog 5): " + "; ".join(
             f"{name} {b['failed']} failed, slowest {b['slowest_s']:.2f} s" for name, b in bursts.items()))
-        log(f"total {time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.2f} at the end")
+        log_total(started, log)
         failed = False
         return {"cells": [cell.as_dict() for cell in cells], "response_bytes": sizes, "connect_burst": bursts,
                 **verdict}
     finally:
         stack.stop()
-        if keep or failed:
-            log(f"logs kept in {log_dir}")
-        else:
-            shutil.rmtree(log_dir, ignore_errors=True)
+        keep_or_remove(log_dir, log_dir, keep or failed, log)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -129,14 +125,5 @@ def main(argv: list[str] | None = None) -> dict:
                warmup=preset["warmup"], sdk_seconds=preset["sdk_seconds"], keep=args.keep)
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        main()
-    except KeyboardInterrupt:
-        print("interrupted; processes stopped", file=sys.stderr)
-    sys.exit(0)
+    run_main(main)

@@ -36,25 +36,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import shutil
-import signal
+import functools
 import sys
-import tempfile
 import time
-import urllib.error
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.live_fanout import bench_env, manage  # noqa: E402
-from bench.soak_parts import TURN_TIMEOUT, Counters, Http, Sample, Sockets, fmt_mb, rss_kb, say  # noqa: E402
-from bench.soak_tools import THINK, log_trace_reports, start_web, trace_env  # noqa: E402
+from bench import soak_parts  # noqa: E402
+from bench.common_cli import machine_load, run_main, stack_run  # noqa: E402
+from bench.fanout.environment import manage  # noqa: E402
+from bench.soak_parts import Counters, Sample, drain, fmt_mb, post, say, soak_loop, turn_end  # noqa: E402
+from bench.soak_tools import THINK, log_end, soak_env, start_stack  # noqa: E402
 from bench.soak_tools import run as run_tools  # noqa: E402
-from tests.stack import Stack, free_port  # noqa: E402
+from bench.stack_seed import seed  # noqa: E402
 
 MINUTES = 30.0
 SOCKETS = 30
@@ -67,111 +64,38 @@ QUICK = {"minutes": 0.5, "sockets": 6, "conversations": 2, "sample": 10.0}
 MODEL = "sim-claude-64k"
 PROCESSES = ("worker", "web", "redis", "simulator")
 
-SEED = """
-import json
-from importlib import import_module
-from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-from django.db import transaction
-from sessions.models import Conversation
-from sessions.services.context import session_start
-
-store = import_module(settings.SESSION_ENGINE).SessionStore
-users, conversations = [], []
-with transaction.atomic():
-    for u in range({users}):
-        user = get_user_model().objects.create_user(f"soak{{u}}")
-        session = store()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.create()
-        users.append({{"id": user.pk, "cookie": session.session_key}})
-    for i in range({conversations}):
-        owner = users[i % len(users)]
-        conversation = Conversation.objects.create(owner_id=owner["id"], provider="simulator", model="{model}",
-                                                   title=f"soak {{i}}")
-        session_start(conversation=conversation)
-        conversations.append({{"id": str(conversation.id), "user": i % len(users)}})
-print("SOAK-SEED " + json.dumps({{"users": users, "conversations": conversations}}))
-"""
-
-
-async def drive(conversation: dict, cookie: str, http: Http, sockets: Sockets, deadline: float, words: int,
-                counters: Counters, index: int) -> None:
+async def drive(index: int, conversation: dict, user: dict, http: soak_parts.Http, sockets: soak_parts.Sockets,
+                deadline: float, counters: Counters, *, words: int) -> None:
     """One conversation: post a message, wait for its turn to finish, post the next."""
     signals = sockets.finished[conversation["id"]]
     n = 0
     while time.monotonic() < deadline:
         n += 1
-        while not signals.empty():
-            signals.get_nowait()
+        drain(signals)
         text = f"reply with {words} words about soak conversation {index} turn {n}"
         started = time.monotonic()
-        try:
-            await asyncio.to_thread(http.send, cookie, conversation["id"], text)
-        except (urllib.error.URLError, OSError) as exc:
-            counters.post_errors += 1
-            counters.errors.append(f"POST: {exc!r}")
-            await asyncio.sleep(1)
-            continue
-        try:
-            async with asyncio.timeout(TURN_TIMEOUT):
-                status = await signals.get()
-        except TimeoutError:
-            counters.timeouts += 1
-            counters.errors.append(f"conversation {index} turn {n}: no end within {TURN_TIMEOUT:.0f} s")
-            continue
-        counters.turn_seconds.append(time.monotonic() - started)
-        if status == "done":
-            counters.done += 1
-        else:
-            counters.failed += 1
+        if await post(counters, "POST: ", http.send, user["cookie"], conversation["id"], text) is not None:
+            await turn_end(signals, started, counters, f"conversation {index} turn {n}")
+
+
+def sample_row(samples: list[Sample], counters: Counters) -> str:
+    """The last sample: minutes, turns, each process's RSS, and the worker's growth per turn since
+    the sample before."""
+    s = samples[-1]
+    previous = samples[-2] if len(samples) > 1 else None
+    slope = ""
+    if previous is not None and s.turns > previous.turns and s.rss_kb["worker"] and previous.rss_kb["worker"]:
+        slope = f"{(s.rss_kb['worker'] - previous.rss_kb['worker']) / (s.turns - previous.turns):>+9.1f}"
+    return (f"{s.elapsed / 60:>6.1f}  {s.turns:>6}  " + "  ".join(f"{fmt_mb(s.rss_kb[n]):>9}" for n in PROCESSES)
+            + f"  {slope:>9}")
 
 
 async def soak(*, web_port: int, seeded: dict, pids: dict[str, int], minutes: float, sockets_count: int,
                sample: float, words: int, log=say) -> dict:
-    counters = Counters()
-    http = Http(web_port)
-    sockets = Sockets()
-    await sockets.open(web_port, seeded, sockets_count, counters)
-    users = seeded["users"]
-    for c in seeded["conversations"]:  # one CSRF cookie per session, before the clock starts
-        await asyncio.to_thread(http.login_csrf, users[c["user"]]["cookie"], c["id"])
-    samples: list[Sample] = []
-    start = time.monotonic()
-    deadline = start + minutes * 60
-
-    def take() -> Sample:
-        s = Sample(time.monotonic() - start, counters.done + counters.failed,
-                   {name: rss_kb(pid) for name, pid in pids.items()})
-        samples.append(s)
-        previous = samples[-2] if len(samples) > 1 else None
-        slope = ""
-        if previous is not None and s.turns > previous.turns and s.rss_kb["worker"] and previous.rss_kb["worker"]:
-            slope = f"{(s.rss_kb['worker'] - previous.rss_kb['worker']) / (s.turns - previous.turns):>+9.1f}"
-        log(f"{s.elapsed / 60:>6.1f}  {s.turns:>6}  " + "  ".join(f"{fmt_mb(s.rss_kb[n]):>9}" for n in PROCESSES)
-            + f"  {slope:>9}")
-        return s
-
-    log(f"{'minute':>6}  {'turns':>6}  " + "  ".join(f"{n + ' MB':>9}" for n in PROCESSES) + f"  {'KB/turn':>9}")
-    take()
-    drivers = [asyncio.create_task(drive(c, users[c["user"]]["cookie"], http, sockets, deadline, words, counters, i))
-               for i, c in enumerate(seeded["conversations"])]
-    next_sample = start + sample
-    while time.monotonic() < deadline:
-        await asyncio.sleep(max(0.0, min(next_sample, deadline) - time.monotonic()))
-        if time.monotonic() >= next_sample - 0.01:
-            take()
-            next_sample += sample
-    # Let the turns in flight finish, so the last sample counts them.
-    await asyncio.wait(drivers, timeout=TURN_TIMEOUT)
-    for task in drivers:
-        task.cancel()
-    await asyncio.gather(*drivers, return_exceptions=True)
-    take()
-    await sockets.close()
-    return {"samples": samples, "counters": counters, "messages": sockets.messages}
+    header = f"{'minute':>6}  {'turns':>6}  " + "  ".join(f"{n + ' MB':>9}" for n in PROCESSES) + f"  {'KB/turn':>9}"
+    return await soak_loop(web_port=web_port, seeded=seeded, pids=pids, minutes=minutes, sockets_count=sockets_count,
+                           sample=sample, header=header, row=sample_row, drive=functools.partial(drive, words=words),
+                           log=log)
 
 
 def growth(samples: list[Sample], name: str) -> dict:
@@ -223,44 +147,20 @@ def run(*, minutes: float = MINUTES, sockets: int = SOCKETS, conversations: int 
         debug: bool = False, keep: bool = False, tracemalloc: bool = False, log=say) -> dict:
     """Start the stack, soak, print the figures; return them. Every process is stopped."""
     started = time.perf_counter()
-    base = Path(tempfile.mkdtemp(prefix="hermes-soak-"))
-    log_dir = base / "logs"
-    log_dir.mkdir()
-    env = bench_env(base / "data", free_port())
-    env["DEBUG"] = "1" if debug else "0"
-    stack = Stack(env=env, log_dir=log_dir)
-    failed = True
-    try:
-        manage(env, "migrate", "--noinput")
-        out = manage(env, "shell", "-c", SEED.format(users=min(USERS, conversations), conversations=conversations,
-                                                       model=MODEL))
-        seeded = next(json.loads(line[len("SOAK-SEED "):]) for line in out.splitlines()
-                      if line.startswith("SOAK-SEED "))
-        stack.start_redis()
-        stack.start_simulator()
-        stack.start_worker(concurrency=concurrency, extra_env=trace_env("worker", minutes) if tracemalloc else None,
-                           extra_args=["--include", "bench.soak_trace"] if tracemalloc else None)
-        web_port = start_web(stack, tracemalloc, trace_env("web", minutes) if tracemalloc else {})
-        pids = {name: stack.procs[name].pid for name in PROCESSES}
+    with stack_run("hermes-soak-", lambda base: soak_env(base, debug), keep, log) as stack:
+        manage(stack.env, "migrate", "--noinput")
+        seeded = seed(stack.env, users=min(USERS, conversations), conversations=conversations, model=MODEL,
+                      username="soak", title="soak", tag="SOAK-SEED")
+        web_port, pids = start_stack(stack, concurrency, tracemalloc, minutes)
         log(f"stack up in {time.perf_counter() - started:.1f} s: {sockets} sockets on {conversations} conversations "
             f"({MODEL}), {minutes:g} min, a sample every {sample:g} s; 1 worker (threads x{concurrency}); "
-            f"DEBUG={env['DEBUG']}; "
-            f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+            f"DEBUG={stack.env['DEBUG']}; {machine_load()}")
         result = asyncio.run(soak(web_port=web_port, seeded=seeded, pids=pids, minutes=minutes,
                                   sockets_count=sockets, sample=sample, words=words, log=log))
         result["growth"] = {name: growth(result["samples"], name) for name in PROCESSES}
         report(result, log=log)
-        if tracemalloc:
-            log_trace_reports(minutes, log)
-        log(f"total {time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.2f} at the end")
-        failed = False
+        log_end(started, tracemalloc, minutes, log)
         return result
-    finally:
-        stack.stop()
-        if keep or failed:
-            log(f"logs kept in {log_dir}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -310,14 +210,5 @@ def main(argv: list[str] | None = None) -> dict:
     return run(**common)
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        main()
-    except KeyboardInterrupt:
-        print("interrupted; processes stopped", file=sys.stderr)
-    sys.exit(0)
+    run_main(main)

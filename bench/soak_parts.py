@@ -1,10 +1,11 @@
 """The parts both soak profiles use (bench/soak.py, bench/soak_tools.py): printing at once, a
-process's RSS, the counters, the product's form endpoint over HTTP, and the websockets that tell
-a driver its turn finished."""
+process's RSS, the counters, the product's form endpoint over HTTP, the websockets that tell
+a driver its turn finished, a driver's send and wait, and the run of the drivers with its samples."""
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import websockets
+
+from bench.common_cli import cancel_tasks, close_sockets
 
 TURN_TIMEOUT = 180.0
 FINISHED_RE = re.compile(r'id="turn-status"[^>]*data-status="(done|failed)"')
@@ -157,7 +160,90 @@ class Sockets:
 
     async def close(self) -> None:
         self.closing = True
-        await asyncio.gather(*(ws.close() for ws in self.sockets), return_exceptions=True)
-        for task in self.readers:
-            task.cancel()
-        await asyncio.gather(*self.readers, return_exceptions=True)
+        await close_sockets(self.sockets, self.readers)
+
+
+async def open_sockets(web_port: int, seeded: dict, count: int, counters: Counters) -> tuple[Http, Sockets]:
+    """The form endpoint and ``count`` open websockets, with each session's CSRF cookie fetched
+    (before the clock starts)."""
+    http = Http(web_port)
+    sockets = Sockets()
+    await sockets.open(web_port, seeded, count, counters)
+    users = seeded["users"]
+    for c in seeded["conversations"]:
+        await asyncio.to_thread(http.login_csrf, users[c["user"]]["cookie"], c["id"])
+    return http, sockets
+
+
+async def post(counters: Counters, label: str, send, *args):
+    """``send(*args)`` in a thread; on a connection failure it is counted and logged as
+    ``<label><the error>``, and None is returned after a second's pause."""
+    try:
+        return await asyncio.to_thread(send, *args)
+    except (urllib.error.URLError, OSError) as exc:
+        counters.post_errors += 1
+        counters.errors.append(f"{label}{exc!r}")
+        await asyncio.sleep(1)
+        return None
+
+
+async def turn_end(signals: asyncio.Queue, started: float, counters: Counters, label: str) -> str | None:
+    """Wait for the turn posted at ``started`` (time.monotonic()) to finish; count it, done or
+    failed, with its time, and return its status; None (a timeout, counted) when it never ends."""
+    try:
+        async with asyncio.timeout(TURN_TIMEOUT):
+            status = await signals.get()
+    except TimeoutError:
+        counters.timeouts += 1
+        counters.errors.append(f"{label}: no end within {TURN_TIMEOUT:.0f} s")
+        return None
+    counters.turn_seconds.append(time.monotonic() - started)
+    if status == "done":
+        counters.done += 1
+    else:
+        counters.failed += 1
+    return status
+
+
+def drain(signals: asyncio.Queue) -> None:
+    """Drop the turn ends already reported (a late one would end the next turn's wait)."""
+    while not signals.empty():
+        signals.get_nowait()
+
+
+async def soak_loop(*, web_port: int, seeded: dict, pids: dict[str, int], minutes: float, sockets_count: int,
+                    sample: float, header: str, row, drive, compactions=None, log=say) -> dict:
+    """Open the sockets, then run one driver a conversation for ``minutes``, sampling every
+    process's RSS every ``sample`` seconds (and ``compactions(http)``, when given, in a thread):
+    ``header`` is printed first, then ``row(samples, counters)`` after each sample. A driver is
+    ``drive(index, conversation, user, http, sockets, deadline, counters)``. Once the time is up the
+    turns in flight finish (``TURN_TIMEOUT`` at most) and a last sample counts them."""
+    counters = Counters()
+    http, sockets = await open_sockets(web_port, seeded, sockets_count, counters)
+    users = seeded["users"]
+    samples: list[Sample] = []
+    start = time.monotonic()
+    deadline = start + minutes * 60
+
+    async def take() -> None:
+        elapsed, turns = time.monotonic() - start, counters.done + counters.failed
+        rss = {name: rss_kb(pid) for name, pid in pids.items()}
+        compacted = await asyncio.to_thread(compactions, http) if compactions is not None else None
+        samples.append(Sample(elapsed, turns, rss, compacted))
+        log(row(samples, counters))
+
+    log(header)
+    await take()
+    tasks = [asyncio.create_task(drive(i, c, users[c["user"]], http, sockets, deadline, counters))
+             for i, c in enumerate(seeded["conversations"])]
+    next_sample = start + sample
+    while time.monotonic() < deadline:
+        await asyncio.sleep(max(0.0, min(next_sample, deadline) - time.monotonic()))
+        if time.monotonic() >= next_sample - 0.01:
+            await take()
+            next_sample += sample
+    await asyncio.wait(tasks, timeout=TURN_TIMEOUT)
+    await cancel_tasks(tasks)
+    await take()
+    await sockets.close()
+    return {"samples": samples, "counters": counters, "messages": sockets.messages}

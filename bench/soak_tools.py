@@ -22,22 +22,22 @@ ASGI application wrapped) and writes their growth sites to ``artifacts/soak-trac
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-import os
 import re
 import secrets
-import shutil
 import sys
-import tempfile
 import time
 import urllib.error
 from pathlib import Path
 
+from bench.common_cli import log_total, machine_load, stack_run
 from bench.fanout.environment import bench_env, manage
-from bench.soak_parts import TURN_TIMEOUT, Counters, Http, Sample, Sockets, rss_kb, say
+from bench.soak_parts import Counters, Http, Sockets, drain, post, say, soak_loop, turn_end
 from bench.soak_plan import MCP_INCLUDE, MCP_SERVER, STEPS, USERS, is_refusal, seed_plan, turn_text
 from bench.soak_stats import report_lines, sample_header, sample_row
 from bench.soak_trace import BASELINE, INTERVAL, OUT, top_lines
+from bench.stack_seed import shell_json
 from tests.stack import Stack, free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,15 +48,6 @@ THINK = 2.0
 COMPRESSED_RE = re.compile(r'^hermes_compressions_total\{status="compressed",[^}]*\} ([0-9.e+]+)$', re.M)
 
 
-def shell(env: dict, code: str, tag: str, timeout: float = 180) -> dict:
-    """Run ``code`` in ``manage.py shell`` and return the JSON it printed after ``tag``."""
-    out = manage(env, "shell", "-c", code, timeout=timeout)
-    for line in out.splitlines():
-        if line.startswith(tag + " "):
-            return json.loads(line[len(tag) + 1:])
-    raise RuntimeError(f"manage.py shell printed no {tag} line:\n{out[-2000:]}")
-
-
 def compactions(http: Http, token: str) -> int | None:
     try:
         text = http.get("/metrics", {"Authorization": f"Bearer {token}"})
@@ -65,8 +56,8 @@ def compactions(http: Http, token: str) -> int | None:
     return int(sum(float(v) for v in COMPRESSED_RE.findall(text)))
 
 
-async def drive(c: dict, user: dict, http: Http, sockets: Sockets, deadline: float, counters: Counters,
-                think: float, words: int) -> None:
+async def drive(index: int, c: dict, user: dict, http: Http, sockets: Sockets, deadline: float, counters: Counters,
+                *, think: float, words: int) -> None:
     """One conversation: the plan's turns in order, cycle after cycle, until the time is up."""
     signals = sockets.finished[c["id"]]
     step, cycle = 0, 0
@@ -76,16 +67,13 @@ async def drive(c: dict, user: dict, http: Http, sockets: Sockets, deadline: flo
         if text is None:
             step, cycle = (step + 1) % len(STEPS), cycle + (step + 1 == len(STEPS))
             continue
-        while not signals.empty():
-            signals.get_nowait()
+        drain(signals)
         started = time.monotonic()
-        try:
-            status, body = await asyncio.to_thread(http.send_answer, user["cookie"], c["id"], text)
-        except (urllib.error.URLError, OSError) as exc:
-            counters.post_errors += 1
-            counters.errors.append(f"conversation {c['index']} {name}: POST {exc!r}")
-            await asyncio.sleep(1)
+        label = f"conversation {c['index']} {name}"
+        answer = await post(counters, f"{label}: POST ", http.send_answer, user["cookie"], c["id"], text)
+        if answer is None:
             continue
+        status, body = answer
         if is_refusal(status, body):
             counters.refused += 1
             counters.refused_by_user[user["name"]] = counters.refused_by_user.get(user["name"], 0) + 1
@@ -94,63 +82,25 @@ async def drive(c: dict, user: dict, http: Http, sockets: Sockets, deadline: flo
         step, cycle = (step + 1) % len(STEPS), cycle + (step + 1 == len(STEPS))
         if status >= 300:
             counters.post_errors += 1
-            counters.errors.append(f"conversation {c['index']} {name}: HTTP {status} {body[:200]!r}")
+            counters.errors.append(f"{label}: HTTP {status} {body[:200]!r}")
             await asyncio.sleep(1)
             continue
-        try:
-            async with asyncio.timeout(TURN_TIMEOUT):
-                outcome = await signals.get()
-        except TimeoutError:
-            counters.timeouts += 1
-            counters.errors.append(f"conversation {c['index']} {name}: no end within {TURN_TIMEOUT:.0f} s")
+        outcome = await turn_end(signals, started, counters, label)
+        if outcome is None:
             continue
-        counters.turn_seconds.append(time.monotonic() - started)
         counters.steps[name] = counters.steps.get(name, 0) + 1
-        if outcome == "done":
-            counters.done += 1
-        else:
-            counters.failed += 1
-            counters.errors.append(f"conversation {c['index']} {name}: the turn failed")
+        if outcome != "done":
+            counters.errors.append(f"{label}: the turn failed")
         await asyncio.sleep(think)
 
 
 async def soak(*, web_port: int, seeded: dict, pids: dict[str, int], minutes: float, sockets_count: int,
                sample: float, think: float, words: int, token: str, log=say) -> dict:
-    counters = Counters()
-    http = Http(web_port)
-    sockets = Sockets()
-    await sockets.open(web_port, seeded, sockets_count, counters)
-    users = seeded["users"]
-    for c in seeded["conversations"]:  # one CSRF cookie per session, before the clock starts
-        await asyncio.to_thread(http.login_csrf, users[c["user"]]["cookie"], c["id"])
-    samples: list[Sample] = []
-    start = time.monotonic()
-    deadline = start + minutes * 60
-
-    async def take() -> None:
-        s = Sample(time.monotonic() - start, counters.done + counters.failed,
-                   {name: rss_kb(pid) for name, pid in pids.items()},
-                   await asyncio.to_thread(compactions, http, token))
-        samples.append(s)
-        log(sample_row(s, counters.refused, PROCESSES))
-
-    log(sample_header(PROCESSES))
-    await take()
-    drivers = [asyncio.create_task(drive(c, users[c["user"]], http, sockets, deadline, counters, think, words))
-               for c in seeded["conversations"]]
-    next_sample = start + sample
-    while time.monotonic() < deadline:
-        await asyncio.sleep(max(0.0, min(next_sample, deadline) - time.monotonic()))
-        if time.monotonic() >= next_sample - 0.01:
-            await take()
-            next_sample += sample
-    await asyncio.wait(drivers, timeout=TURN_TIMEOUT)  # the turns in flight finish
-    for task in drivers:
-        task.cancel()
-    await asyncio.gather(*drivers, return_exceptions=True)
-    await take()
-    await sockets.close()
-    return {"samples": samples, "counters": counters, "messages": sockets.messages}
+    return await soak_loop(web_port=web_port, seeded=seeded, pids=pids, minutes=minutes, sockets_count=sockets_count,
+                           sample=sample, header=sample_header(PROCESSES),
+                           row=lambda samples, counters: sample_row(samples[-1], counters.refused, PROCESSES),
+                           drive=functools.partial(drive, think=think, words=words),
+                           compactions=functools.partial(compactions, token=token), log=log)
 
 
 def start_web(stack: Stack, tracing: bool, extra_env: dict) -> int:
@@ -178,56 +128,60 @@ def log_trace_reports(minutes: float, log=say) -> None:
             log(f"  {line}")
 
 
+def soak_env(base: Path, debug: bool) -> dict:
+    """The processes' environment: data in ``base``/data, Redis on a free port, DEBUG as asked."""
+    env = bench_env(base / "data", free_port())
+    env["DEBUG"] = "1" if debug else "0"
+    return env
+
+
+def start_stack(stack: Stack, concurrency: int, tracemalloc: bool, minutes: float) -> tuple[int, dict[str, int]]:
+    """Redis, the simulator, the worker and Daphne (with ``tracemalloc``, the worker and Daphne
+    tracing); returns Daphne's port and the pid of each of ``PROCESSES``."""
+    stack.start_redis()
+    stack.start_simulator()
+    stack.start_worker(concurrency=concurrency, extra_env=trace_env("worker", minutes) if tracemalloc else None,
+                       extra_args=["--include", "bench.soak_trace"] if tracemalloc else None)
+    web_port = start_web(stack, tracemalloc, trace_env("web", minutes) if tracemalloc else {})
+    return web_port, {name: stack.procs[name].pid for name in PROCESSES}
+
+
+def log_end(started: float, tracemalloc: bool, minutes: float, log=say) -> None:
+    """The tracemalloc reports when asked, and the run's total time."""
+    if tracemalloc:
+        log_trace_reports(minutes, log)
+    log_total(started, log)
+
+
 def run(*, minutes: float, sockets: int, conversations: int, sample: float, words: int, concurrency: int,
         think: float = THINK, debug: bool = False, keep: bool = False, tracemalloc: bool = False, log=say) -> dict:
     """Start the stack, seed the profile, soak, print the figures; return them. Every process is
     stopped."""
     started = time.perf_counter()
-    base = Path(tempfile.mkdtemp(prefix="hermes-soak-tools-"))
-    log_dir = base / "logs"
-    log_dir.mkdir()
-    env = bench_env(base / "data", free_port())
-    env["DEBUG"] = "1" if debug else "0"
     token = secrets.token_urlsafe(24)
-    env["HERMES_METRICS_TOKEN"] = token
-    stack = Stack(env=env, log_dir=log_dir)
-    failed = True
-    try:
+    with stack_run("hermes-soak-tools-", lambda base: {**soak_env(base, debug), "HERMES_METRICS_TOKEN": token}, keep,
+                   log) as stack:
+        env = stack.env
         manage(env, "migrate", "--noinput")
         plan = seed_plan(conversations, min(USERS, conversations))
-        seeded = shell(env, f"import json; from bench.soak_seed import seed; seed(json.loads({json.dumps(plan)!r}))",
-                       "SOAK-SEED")
-        stack.start_redis()
-        stack.start_simulator()
-        worker_args = ["--include", "bench.soak_trace"] if tracemalloc else []
-        stack.start_worker(concurrency=concurrency, extra_env=trace_env("worker", minutes) if tracemalloc else None,
-                           extra_args=worker_args)
-        web_port = start_web(stack, tracemalloc, trace_env("web", minutes) if tracemalloc else {})
-        mcp = shell(env, "from bench.soak_seed import wait_mcp; wait_mcp()", "SOAK-MCP")
-        pids = {name: stack.procs[name].pid for name in PROCESSES}
+        seeded = shell_json(env, f"import json; from bench.soak_seed import seed; seed(json.loads({json.dumps(plan)!r}))",
+                            "SOAK-SEED")
+        web_port, pids = start_stack(stack, concurrency, tracemalloc, minutes)
+        mcp = shell_json(env, "from bench.soak_seed import wait_mcp; wait_mcp()", "SOAK-MCP")
         limited = ", ".join(f"{u['name']} {u['limits']}" for u in seeded["users"] if u["limits"])
         log(f"stack up in {time.perf_counter() - started:.1f} s: profile tools, {sockets} sockets on {conversations} "
             f"conversations ({plan['model']}, context engine {plan['engine']}), {len(seeded['users'])} users "
             f"(limited: {limited}), MCP server {MCP_SERVER} connected ({len(mcp['tools'])} tools, offered: {', '.join(MCP_INCLUDE)}), {minutes:g} min, a sample every {sample:g} s, "
             f"think {think:g} s; 1 worker (threads x{concurrency}); DEBUG={env['DEBUG']}"
             f"{'; tracemalloc on (RSS figures include its own overhead)' if tracemalloc else ''}; "
-            f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+            f"{machine_load()}")
         result = asyncio.run(soak(web_port=web_port, seeded=seeded, pids=pids, minutes=minutes,
                                   sockets_count=sockets, sample=sample, think=think, words=words, token=token,
                                   log=log))
-        result["counts"] = shell(env, "from bench.soak_seed import counts; counts()", "SOAK-COUNTS")
+        result["counts"] = shell_json(env, "from bench.soak_seed import counts; counts()", "SOAK-COUNTS")
         log("")
         for line in report_lines(counters=result["counters"], samples=result["samples"], counts=result["counts"],
                                  messages=result["messages"]):
             log(line)
-        if tracemalloc:
-            log_trace_reports(minutes, log)
-        log(f"total {time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.2f} at the end")
-        failed = False
+        log_end(started, tracemalloc, minutes, log)
         return result
-    finally:
-        stack.stop()
-        if keep or failed:
-            log(f"logs kept in {log_dir}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)

@@ -47,11 +47,8 @@ import argparse
 import asyncio
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -60,22 +57,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import two_webs_proxy  # noqa: E402
+from bench import stack_seed, two_webs_proxy  # noqa: E402
+from bench.common_cli import keep_or_remove, log_total, machine_load, new_base, run_main  # noqa: E402
 from bench.fanout.environment import bench_env  # noqa: E402
 from bench.stats import percentile  # noqa: E402
-from bench.two_webs_parts import (  # noqa: E402
-    Database,
-    Http,
-    Watchers,
-    command_calls,
-    losses,
-    members,
-    process_prefix,
-    seed,
-)
+from bench.two_webs_parts import Database, Http, Watchers, command_calls, losses, members, process_prefix  # noqa: E402
 from tests.stack import Stack, free_port, wait_for_port  # noqa: E402
 
 SOCKETS, CONVERSATIONS, ROUNDS, TURNS, WORDS, CONCURRENCY, USERS, WARM = 400, 20, 10, 2, 60, 4, 4, 4
+MODEL = "sim-claude-64k"
 INTERVAL = 0.05  # sessions.agent.loop.DELTA_FLUSH_SECONDS
 TIMEOUT = 20.0
 TURN_TIMEOUT = 120.0
@@ -337,9 +327,7 @@ def run(*, sockets: int = SOCKETS, conversations: int = CONVERSATIONS, rounds: i
     from celery import Celery
 
     started = time.perf_counter()
-    base = Path(tempfile.mkdtemp(prefix="hermes-two-webs-"))
-    log_dir = base / "logs"
-    log_dir.mkdir()
+    base, log_dir = new_base("hermes-two-webs-")
     env = bench_env(base / "data", free_port())
     database = Database(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL") else None
     if install_proxy and two_webs_proxy.choose("auto") == "asyncio" and os.geteuid() == 0:
@@ -351,7 +339,8 @@ def run(*, sockets: int = SOCKETS, conversations: int = CONVERSATIONS, rounds: i
         if database is not None:
             env["DATABASE_URL"] = database.create()
         ports = start_processes(stack, env, concurrency, log_dir)
-        seeded = seed(env, users=max(1, min(USERS, conversations)), conversations=conversations + warm)
+        seeded = stack_seed.seed(env, users=max(1, min(USERS, conversations)), conversations=conversations + warm,
+                                 model=MODEL, username="twowebs", title="two webs", tag="TWO-WEBS-SEED")
         seeded["warm"] = seeded["conversations"][conversations:]
         seeded["conversations"] = seeded["conversations"][:conversations]
         proxy_port = free_port()
@@ -360,8 +349,7 @@ def run(*, sockets: int = SOCKETS, conversations: int = CONVERSATIONS, rounds: i
         log(f"stack up in {time.perf_counter() - started:.1f} s: redis, simulator ({SLOW_SSE} a SSE event), "
             f"{', '.join(WORKERS)} (threads x{concurrency} each), {', '.join(f'{k} :{v}' for k, v in ports.items())}, "
             f"proxy {kind} :{proxy_port}; database {'PostgreSQL ' + database.name if database else 'SQLite'}; "
-            f"{sockets} sockets on {conversations} conversations; load average {os.getloadavg()[0]:.2f} "
-            f"on {os.cpu_count()} CPUs")
+            f"{sockets} sockets on {conversations} conversations; {machine_load()}")
         redis_client = redis.Redis.from_url(env["REDIS_URL"])
         celery = Celery("twowebs", broker=env["REDIS_URL"], backend=env["REDIS_URL"], set_as_current=False)
         result = asyncio.run(measure(stack=stack, redis_client=redis_client, celery=celery, seeded=seeded, ports=ports,
@@ -369,7 +357,7 @@ def run(*, sockets: int = SOCKETS, conversations: int = CONVERSATIONS, rounds: i
                                      words=words, log=log))
         result["proxy"] = kind
         result.update(report(result, log=log))
-        log(f"total {time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.2f} at the end")
+        log_total(started, log)
         failed = False
         return result
     finally:
@@ -383,10 +371,7 @@ def run(*, sockets: int = SOCKETS, conversations: int = CONVERSATIONS, rounds: i
                 database.drop()
             except Exception as exc:  # the run's figures stand; say what is left behind
                 log(f"database {database.name} not dropped: {exc!r}")
-        if keep or failed:
-            log(f"logs kept in {log_dir}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
+        keep_or_remove(base, log_dir, keep or failed, log)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -410,14 +395,5 @@ def main(argv: list[str] | None = None) -> dict:
                keep=args.keep)
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        main()
-    except KeyboardInterrupt:
-        print("interrupted; processes stopped", file=sys.stderr)
-    sys.exit(0)
+    run_main(main)

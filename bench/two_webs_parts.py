@@ -1,12 +1,11 @@
-"""The parts of ``bench/two_webs.py``: the seeded users and conversations, a throwaway PostgreSQL
-database, the product's send form over HTTP, Redis's command counts, and the watching websockets,
-each of which learns which web process holds it from Redis itself (the channel layer's group
-members name their process)."""
+"""The parts of ``bench/two_webs.py``: a throwaway PostgreSQL database, the product's send form
+over HTTP, Redis's command counts, and the watching websockets, each of which learns which web
+process holds it from Redis itself (the channel layer's group members name their process). The
+users and conversations are seeded by bench/stack_seed.py."""
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 import time
 import urllib.parse
@@ -17,52 +16,13 @@ from dataclasses import dataclass, field
 
 import websockets
 
-from bench.fanout.environment import manage
+from bench.common_cli import close_sockets
 
-MODEL = "sim-claude-64k"
 CONNECT_PARALLEL = 8  # at most one connect per conversation at a time (see Watchers.open)
 ID_RE = re.compile(r"lfb-[a-z0-9]+-\d+-\d+-\d+")  # bench.fanout_tasks.stream_events' delta text
 STAMP_RE = re.compile(r"@(\d+\.\d+)")
 DELTA_RE = re.compile(r'-text" hx-swap-oob="beforeend"')  # sessions.fragments.render_stream_delta
 DONE_RE = re.compile(r'id="turn-status"[^>]*data-status="(done|failed)"')
-
-SEED = """
-import json
-from importlib import import_module
-from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-from django.db import transaction
-from sessions.models import Conversation
-from sessions.services.context import session_start
-
-store = import_module(settings.SESSION_ENGINE).SessionStore
-users, conversations = [], []
-with transaction.atomic():
-    for u in range({users}):
-        user = get_user_model().objects.create_user(f"twowebs{{u}}")  # unusable password: fast
-        session = store()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.create()
-        users.append({{"id": user.pk, "cookie": session.session_key}})
-    for i in range({conversations}):
-        owner = users[i % len(users)]
-        conversation = Conversation.objects.create(owner_id=owner["id"], provider="simulator", model="{model}",
-                                                   title=f"two webs {{i}}")
-        session_start(conversation=conversation)
-        conversations.append({{"id": str(conversation.id), "user": i % len(users)}})
-print("TWO-WEBS-SEED " + json.dumps({{"users": users, "conversations": conversations}}))
-"""
-
-
-def seed(env: dict, users: int, conversations: int) -> dict:
-    out = manage(env, "shell", "-c", SEED.format(users=users, conversations=conversations, model=MODEL))
-    for line in out.splitlines():
-        if line.startswith("TWO-WEBS-SEED "):
-            return json.loads(line[len("TWO-WEBS-SEED "):])
-    raise RuntimeError(f"seed printed no data:\n{out[-2000:]}")
-
 
 class Database:
     """A database of its own on the server ``DATABASE_URL`` names (created, dropped at the end),
@@ -241,10 +201,7 @@ class Watchers:
 
     async def close(self) -> None:
         self.closing = True
-        await asyncio.gather(*(w.ws.close() for w in self.all if w.ws is not None), return_exceptions=True)
-        for task in self.readers:
-            task.cancel()
-        await asyncio.gather(*self.readers, return_exceptions=True)
+        await close_sockets([w.ws for w in self.all if w.ws is not None], self.readers)
 
 
 def losses(watchers: list[Watcher]) -> dict[str, int]:
