@@ -325,3 +325,22 @@ def test_a_response_without_usage_is_judged_on_the_rough_estimate(alice, convers
     assert turn.status == "done", turn.error
     assert not CompressionEvent.objects.filter(conversation=conversation, trigger__in=("hygiene", "preflight")).exists()
     assert CompressionEvent.objects.filter(conversation=conversation, trigger="post_response").exists()
+
+
+@pytest.mark.django_db
+def test_each_reply_replaces_the_streaming_placeholder_of_its_own_call(alice, conversation, monkeypatch,
+                                                                      django_capture_on_commit_callbacks):
+    from sessions import live
+
+    started, replaced = [], []
+    real_started, real_added = live.stream_started, live.message_added
+    monkeypatch.setattr(live, "stream_started", lambda cid, sid: (started.append(sid), real_started(cid, sid)))
+    monkeypatch.setattr(live, "message_added", lambda message, *, stream_id=None: (
+        replaced.append((message.role, stream_id)), real_added(message, stream_id=stream_id)))
+    conversation.workspace.mkdir(parents=True, exist_ok=True)
+    (conversation.workspace / "notes.txt").write_text("the launch code is 4417\n")
+    turn = submit(alice, conversation, "read notes.txt", django_capture_on_commit_callbacks)
+    assert turn.status == "done", turn.error
+    ids = [f"stream-{turn.id}-0", f"stream-{turn.id}-1"]  # one placeholder per model call, in order
+    assert started == ids
+    assert [sid for role, sid in replaced if role == "assistant"] == ids
