@@ -146,3 +146,6 @@ _.with_token_count  # stores a message's count as the web layer does (bench/engi
 _.injected  # sessions.services.clock: benches and tests run the product on the simulator's clock
 _.FINISHED  # Turn's finished statuses: the browser tests wait on them
 _.stream_deltas  # sessions.live: several streams' deltas in one batch, the worker fan-out benchmark's round (bench/fanout_tasks.py)
+_.channel_redis_urls  # hermes_web/settings.py (left out of the scan) builds CHANNEL_LAYERS with it
+_.arg_joiner  # Django's Func API: read by the ORM when it compiles sessions.selectors' SQL function
+_.output_field  # Django's Func API: the SQL function's result type, read by the ORM

@@ -26,6 +26,12 @@ each round publishes one event per socket at once, waits until all arrived (or `
 seconds), pauses briefly; the worker stream publishes ``rounds`` deltas per socket and the bench
 waits until all arrived (or ``--timeout`` after the task's last publish).
 
+The connect (handshake -> first message) is measured as a page makes it: each pass first fetches
+its conversations' pages, then opens every socket on the URL its page was served with (``?live=``
+names the live state the page shows), so a connect sends the live panels only when they changed
+since the page was rendered (the report says how many did). The warm-up's sockets open on the
+bare URL: the whole state. The floor sends one fixed string.
+
 Redis connections: the pools (Daphne's channel layer, the worker's publisher, Celery's) open
 connections on demand and keep them, so the first pass at a size grows ``connected_clients``
 without leaking. The largest size is therefore run twice; the rule is: ``connected_clients``
@@ -50,7 +56,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -61,6 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.common_cli import run_main  # noqa: E402
 from bench.fanout.environment import bench_env, manage, seed  # noqa: E402
 from bench.fanout.measure import STREAM_INTERVAL, measure  # noqa: E402
 from bench.fanout.publisher import Publisher  # noqa: E402
@@ -167,14 +173,5 @@ def main(argv: list[str] | None = None) -> dict:
                users=args.users, keep=args.keep, one_by_one=args.one_by_one)
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        main()
-    except KeyboardInterrupt:
-        print("interrupted; processes stopped", file=sys.stderr)
-    sys.exit(0)
+    run_main(main)

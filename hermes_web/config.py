@@ -90,6 +90,11 @@ def database_config() -> dict:
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(data_dir() / "hermes.sqlite3"),
+            # One connection kept per thread for up to a minute (checked before reuse): Daphne's
+            # database thread otherwise opens a new one (PRAGMAs, Django's SQL functions: about
+            # 1 ms) for every trip, two for each socket connect.
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
             # Web, worker and tests share the file: wait for locks instead of failing, and take the
             # write lock at BEGIN so two writers never deadlock upgrading a read lock.
             "OPTIONS": {

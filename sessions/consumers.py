@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import weakref
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -10,12 +12,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from sessions import fragments, live
 from sessions.events import SETTINGS_GROUP, group_name
 
-# Group joins and leaves in flight at once in this process. channels_redis takes a pooled Redis
-# connection for each command in flight and keeps it open afterwards, so a burst of 200 sockets
-# closing together grew the web process's pool to its cap (50) at whichever pass first had such a
-# burst; with this bound a socket burst uses at most this many (and the receive loop's one).
+# Group joins and leaves in flight at once in this process (each one pipelined round trip for
+# both groups: `live.group_add_many`). channels_redis takes a pooled Redis connection for each
+# command in flight and keeps it open afterwards, so a burst of 200 sockets closing together grew
+# the web process's pool to its cap (50) at whichever pass first had such a burst; with this bound
+# a socket burst uses at most this many (and the receive loop's one).
 MEMBERSHIP_IN_FLIGHT = 4
 _gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its semaphore
+_VERSION = re.compile(r"[0-9a-f]{32}")
 
 
 def _gate() -> asyncio.Semaphore:
@@ -24,6 +28,16 @@ def _gate() -> asyncio.Semaphore:
     if gate is None:
         gate = _gates[loop] = asyncio.Semaphore(MEMBERSHIP_IN_FLIGHT)
     return gate
+
+
+def shown_version(scope) -> str:
+    """The live state's version the page says it shows (``?live=`` in the socket's URL, see
+    `live.state_version`); "" when absent or not one: the connect then sends the whole state."""
+    try:
+        value = parse_qs(scope.get("query_string", b"").decode("ascii"), max_num_fields=4).get("live", [""])[0]
+    except (UnicodeDecodeError, ValueError):
+        return ""
+    return value if _VERSION.fullmatch(value) else ""
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
@@ -43,7 +57,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.group = group_name(conversation_id)
         await self._join()
         conversation, html = await database_sync_to_async(live.connect_state)(
-            user=user, conversation_id=conversation_id
+            user=user, conversation_id=conversation_id, shown=shown_version(self.scope)
         )
         if conversation is None:
             await self._leave()
@@ -52,20 +66,22 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         self.conversation = conversation
         await self.accept()
-        # A (re)connect re-renders the live panels from the database: nothing shown depends on
+        # A (re)connect re-renders the live panels from the database, unless the page says it
+        # shows the state the database has now (`live.connect_state`): nothing shown depends on
         # an event that was missed while the socket was down.
         if html:
             await self.send(text_data=html)
 
+    def _groups(self) -> list[str]:
+        return [g for g in (self.group, SETTINGS_GROUP) if g]
+
     async def _join(self) -> None:
         async with _gate():
-            await self.channel_layer.group_add(self.group, self.channel_name)
-            await self.channel_layer.group_add(SETTINGS_GROUP, self.channel_name)
+            await live.group_add_many(self.channel_layer, self._groups(), self.channel_name)
 
     async def _leave(self) -> None:
         async with _gate():
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            await self.channel_layer.group_discard(SETTINGS_GROUP, self.channel_name)
+            await live.group_discard_many(self.channel_layer, self._groups(), self.channel_name)
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "group", None):

@@ -168,9 +168,16 @@ def render_title_changed(conversation) -> str:
     return render_to_string("sessions/sidebar/_title_oob.html", {"c": conversation})
 
 
-def render_live_state(conversation) -> str:
-    """Everything live, re-rendered from the database (sent on every socket (re)connect)."""
-    cfg = current_config()
+# What a socket's (re)connect sends instead of the live state when the page already shows it
+# (`live.connect_state`): a comment, so htmx swaps nothing, and the page marks its socket synced
+# as after any first message.
+LIVE_SYNCED = "<!-- live: synced -->"
+
+
+def render_live_state(conversation, *, cfg=None) -> str:
+    """Everything live, re-rendered from the database (sent on a socket's (re)connect when the
+    page's copy may be stale); ``cfg``: the settings, when the caller has read them."""
+    cfg = cfg or current_config()
     turns = transcript.turns_shown(conversation)
     events = selectors.compression_events(conversation)
     parts = [render_gauge(conversation, cfg=cfg), render_cache_panel(conversation, cfg=cfg),

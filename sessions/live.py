@@ -1,6 +1,7 @@
 """What the browser is told, one function per push: a message added, a streamed delta, the gauge,
 the cache panel, a turn queued, started, stopped, failed or cancelled, a compression's progress, a
-new title, a notice, and the whole live state a socket receives when it (re)connects.
+new title, a notice, and the whole live state a socket receives when it (re)connects (or, when
+the page already shows that state, a word saying so: `connect_state`).
 
 Services and the agent loop call these; they never render HTML themselves. Each push renders the
 same fragment the page view renders (`sessions.fragments`), so a reconnect and a push agree.
@@ -23,9 +24,12 @@ from collections import defaultdict
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from channels_redis.core import RedisChannelLayer
+from django.utils.crypto import constant_time_compare, salted_hmac
 
+from compression.core.registry import BUILTIN_ENGINES
 from sessions import events, fragments, selectors
 from sessions.events import EventKind, group_name
+from sessions.services.runtime import current_config
 
 log = logging.getLogger(__name__)
 
@@ -151,16 +155,54 @@ def notice(conversation_id, text: str, *, level: str = "info", kind: str | None 
                                                                  expires_after=expires_after))
 
 
-def live_state(conversation) -> str:
-    """Everything live, re-rendered from the database (sent on every socket (re)connect)."""
-    return fragments.render_live_state(conversation)
+def live_state(conversation, *, cfg=None) -> str:
+    """Everything live, re-rendered from the database (sent on a socket's (re)connect unless the
+    page already shows it: `connect_state`)."""
+    return fragments.render_live_state(conversation, cfg=cfg)
 
 
-def connect_state(*, user, conversation_id) -> tuple[object | None, str]:
+# The version of `state_version`'s recipe: a change to what goes into it changes every version.
+_RECIPE = "live-state-1"
+
+
+def state_version(conversation, cfg, marks: dict | None = None) -> str:
+    """A fingerprint of what the live panels show: equal for two reads only if they would render
+    the same panels. The page renders it into its socket's URL (read *before* the panels it
+    renders, so anything that changes meanwhile makes the socket's read differ); the connect
+    compares it with the database's and skips the render when they agree.
+
+    Made of the conversation's own fields (``conversation`` as the caller holds it), the settings
+    (``cfg``, as the caller rendered with them) and `selectors.live_marks` (``marks``, read in one
+    query when not given). "" (never equal) when the gauge's figures depend on the time: an engine
+    that is not built in, or a session whose stored state says compression may be paused."""
+    if marks is None:
+        marks = selectors.conversation_live_marks(conversation)
+    if not marks or cfg.context.engine not in BUILTIN_ENGINES or (cfg.compression.enabled and marks["live_paused"]):
+        return ""
+    parts = (_RECIPE, str(conversation.pk), conversation.title, conversation.provider, conversation.model,
+             conversation.context_length, conversation.max_tokens, conversation.mcp_off, repr(cfg),
+             *(marks[name] for name in selectors.LIVE_MARKS))
+    # Keyed: the settings that go into it include secrets, and the page shows the result.
+    return salted_hmac(_RECIPE, repr(parts)).hexdigest()[:32]
+
+
+def _marks_of(conversation) -> dict:
+    return {name: getattr(conversation, name) for name in (*selectors.LIVE_MARKS, "live_paused")}
+
+
+def connect_state(*, user, conversation_id, shown: str = "") -> tuple[object | None, str]:
     """A socket's (re)connect in one go on the database thread: the conversation if ``user`` may
-    watch it (else None), and its live state."""
-    conversation = selectors.conversation_get_for_user(user=user, conversation_id=conversation_id)
-    return conversation, (live_state(conversation) if conversation is not None else "")
+    watch it (else None), and what to send first: `fragments.LIVE_SYNCED` when ``shown`` (the
+    `state_version` the page was rendered at) is the database's (two queries: the settings, then
+    the conversation with its marks), else the whole live state, re-rendered from the database
+    after those reads."""
+    cfg = current_config()
+    conversation = selectors.conversation_get_for_user_with_live_marks(user=user, conversation_id=conversation_id)
+    if conversation is None:
+        return None, ""
+    if shown and constant_time_compare(shown, state_version(conversation, cfg, _marks_of(conversation))):
+        return conversation, fragments.LIVE_SYNCED
+    return conversation, live_state(conversation, cfg=cfg)
 
 
 # --- Publishing --------------------------------------------------------------------------------
@@ -225,6 +267,44 @@ async def group_send_many(layer: RedisChannelLayer, sends: list[tuple[str, dict]
                   *(capacity for _, _, capacity in rows), *scores, layer.expiry)
         over += (await pipe.execute())[-1]
     return over, score
+
+
+async def group_add_many(layer, groups: list[str], channel: str) -> None:
+    """``layer.group_add(group, channel)`` for every group, in one pipelined round trip per Redis
+    server (channels_redis takes two for each group); one by one on another layer."""
+    if not isinstance(layer, RedisChannelLayer):
+        for group in groups:
+            await layer.group_add(group, channel)
+        return
+    now = time.time()
+    for index, names in _by_server(layer, groups, channel).items():
+        pipe = layer.connection(index).pipeline(transaction=False)
+        for group in names:
+            pipe.zadd(layer._group_key(group), {channel: now})
+            pipe.expire(layer._group_key(group), layer.group_expiry)
+        await pipe.execute()
+
+
+async def group_discard_many(layer, groups: list[str], channel: str) -> None:
+    """``layer.group_discard(group, channel)`` for every group, in one round trip per Redis server."""
+    if not isinstance(layer, RedisChannelLayer):
+        for group in groups:
+            await layer.group_discard(group, channel)
+        return
+    for index, names in _by_server(layer, groups, channel).items():
+        pipe = layer.connection(index).pipeline(transaction=False)
+        for group in names:
+            pipe.zrem(layer._group_key(group), channel)
+        await pipe.execute()
+
+
+def _by_server(layer: RedisChannelLayer, groups: list[str], channel: str) -> dict[int, list[str]]:
+    assert layer.require_valid_channel_name(channel), "Channel name not valid"
+    by_server: dict[int, list[str]] = defaultdict(list)
+    for group in groups:
+        assert layer.require_valid_group_name(group), "Group name not valid"
+        by_server[layer.consistent_hash(group)].append(group)
+    return by_server
 
 
 class _Batches:

@@ -13,7 +13,7 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from llm.models import model_label
 from llm.routes import route_label
-from sessions import fragments, presenters, selectors, transcript
+from sessions import fragments, live, presenters, selectors, transcript
 from sessions.models import Conversation
 from sessions.services import routes, turns
 from sessions.services.compaction import (
@@ -118,9 +118,11 @@ def conversation_model_switch(request, conversation_id):
 def conversation_detail(request, conversation_id):
     conversation = _own(request, conversation_id)
     cfg = current_config()
+    live_version = live.state_version(conversation, cfg)  # before the panels are read: see its doc
     turns = transcript.turns_shown(conversation)
     return render(request, "sessions/conversation.html", {
         "conversation": conversation,
+        "live_version": live_version,
         "sidebar": sidebar_context(request, conversation, cfg=cfg),
         "route_label": route_label(conversation.provider, base_url=cfg.model.base_url, env=route_env()),
         "model_label": model_label(conversation.model),

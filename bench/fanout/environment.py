@@ -2,40 +2,15 @@
 conversations and sessions, and what Redis reports about connections and channel-layer groups."""
 from __future__ import annotations
 
-import json
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from bench import stack_seed
+
 ROOT = Path(__file__).resolve().parents[2]
-
-SEED = """
-import json
-from importlib import import_module
-from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-from django.db import transaction
-from sessions.models import Conversation, Session
-
-store = import_module(settings.SESSION_ENGINE).SessionStore
-users, conversations = [], []
-with transaction.atomic():
-    for u in range({users}):
-        user = get_user_model().objects.create_user(f"bench{{u}}")  # unusable password: fast
-        session = store()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.create()
-        users.append({{"name": user.username, "cookie": session.session_key}})
-    for i in range({conversations}):
-        owner = i % {users}
-        conversation = Conversation.objects.create(owner_id=get_user_model().objects.get(username=f"bench{{owner}}").pk)
-        Session.objects.create(conversation=conversation)
-        conversations.append({{"id": str(conversation.id), "user": owner}})
-print("LFB-SEED " + json.dumps({{"users": users, "conversations": conversations}}))
-"""
 
 
 def bench_env(data_dir: Path, redis_port: int) -> dict:
@@ -62,12 +37,8 @@ def manage(env: dict, *args: str, timeout: float = 120) -> str:
     return done.stdout
 
 
-def seed(env: dict, users: int, conversations: int) -> dict:
-    out = manage(env, "shell", "-c", SEED.format(users=users, conversations=conversations))
-    for line in out.splitlines():
-        if line.startswith("LFB-SEED "):
-            return json.loads(line[len("LFB-SEED "):])
-    raise RuntimeError(f"seed printed no data:\n{out[-2000:]}")
+# The benchmark's users (logged in) and conversations, one shell call.
+seed = functools.partial(stack_seed.seed, model="sim-claude-200k", username="bench", title="bench", tag="LFB-SEED")
 
 
 def redis_clients(client) -> int:

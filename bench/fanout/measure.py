@@ -12,7 +12,7 @@ import websockets
 from bench.fanout.environment import group_members, redis_clients, redis_connections_by_process
 from bench.fanout.publisher import Publisher
 from bench.fanout.rows import FLOOR, GROUP_SEND, PER_TASK, STREAM, Row
-from bench.fanout.sockets import Watchers, run_rounds, run_stream
+from bench.fanout.sockets import Watchers, run_rounds, run_stream, served_socket_paths
 
 STREAM_INTERVAL = 0.05  # sessions.agent.loop.DELTA_FLUSH_SECONDS: a turn's delta cadence
 WARM_TEXT = "lfb-warm-0-0-0"
@@ -27,8 +27,11 @@ async def measure(*, web_port: int, floor_port: int, seeded: dict, publisher: Pu
     web_origin = f"http://127.0.0.1:{web_port}"
     floor_origin = f"http://127.0.0.1:{floor_port}"
 
-    def product_urls(n: int) -> list[tuple[str, str, dict]]:
-        return [(c["id"], f"ws://127.0.0.1:{web_port}/ws/conversations/{c['id']}/",
+    def product_urls(n: int, served: dict[str, str] | None = None) -> list[tuple[str, str, dict]]:
+        """The sockets of the first n conversations; ``served``: the socket path each one's page
+        was served with (`served_socket_paths`), else the bare path (the whole state on connect)."""
+        served = served or {}
+        return [(c["id"], f"ws://127.0.0.1:{web_port}" + served.get(c["id"], f"/ws/conversations/{c['id']}/"),
                  {"Cookie": f"sessionid={cookies[c['user']]}", "Origin": web_origin}) for c in conversations[:n]]
 
     def floor_urls(n: int) -> list[tuple[str, str, dict]]:
@@ -89,12 +92,15 @@ async def measure(*, web_port: int, floor_port: int, seeded: dict, publisher: Pu
     rows: list[Row] = []
     clients_by_size: dict[str, dict] = {}
     by_process_passes: dict[str, dict] = {}
-    foreign = unexpected = 0
+    foreign = unexpected = full_states = 0
     dropped: dict[str, list] = {"product": [], "floor": []}
     connect_s: dict[str, list[float]] = {"product": [], "floor": []}
 
     async def size_pass(n: int, count: int, tag: str, repeat: bool) -> None:
-        nonlocal foreign, unexpected
+        nonlocal foreign, unexpected, full_states
+        # Each socket opens as its page would open it, just after the page was served (the pages
+        # are fetched before the pass: their render is not part of the connect measured).
+        served = await served_socket_paths(web_origin, [(c["id"], cookies[c["user"]]) for c in conversations[:n]])
         start = time.perf_counter()
 
         def add(path: str) -> Row:
@@ -104,7 +110,7 @@ async def measure(*, web_port: int, floor_port: int, seeded: dict, publisher: Pu
 
         # Product sockets: the worker stream, one task per event, direct group_send.
         pw = Watchers()
-        await pw.open(product_urls(n))
+        await pw.open(product_urls(n, served))
         connected_in = time.perf_counter() - start
         peak = redis_clients(redis_client)
         keys = pw.keys
@@ -125,6 +131,7 @@ async def measure(*, web_port: int, floor_port: int, seeded: dict, publisher: Pu
         unexpected += pw.unexpected
         dropped["product"] += pw.server_closed
         connect_s["product"] += pw.connect_s
+        full_states += pw.full_states
         await pw.close()
 
         fw = Watchers()
@@ -165,7 +172,7 @@ async def measure(*, web_port: int, floor_port: int, seeded: dict, publisher: Pu
             "redis_repeat": clients_by_size[f"{largest} (repeat)"]["after"], "redis_largest": largest,
             "redis_by_size": clients_by_size, "foreign": foreign, "unexpected": unexpected,
             "refused_other_user": refused, "dropped": dropped, "warmup_drops": warmup_drops,
-            "connect_s": connect_s, "warmup_connect": warmup_connect,
+            "connect_s": connect_s, "warmup_connect": warmup_connect, "full_states": full_states,
             "redis_by_process": {"before": by_process_before, **by_process_passes, "after": by_process_after},
             "payload_bytes": len(payload.format(id="lfb-x-0-0-0")),
             "delta_bytes": len(delta.encode())}

@@ -90,8 +90,10 @@ def report(result: dict, sizes: tuple[int, ...], log=print) -> dict:
     for app in ("product", "floor"):
         times = result["connect_s"][app]
         if times:
+            whole = (f"; the whole live state on {result.get('full_states', 0)} of {len(times)} (the others: "
+                     "\"in step\", their page current)") if app == "product" else ""
             log(f"{app} connect (handshake -> initial message, {CONNECT_PARALLEL} at a time): "
-                f"p50 {percentile(times, 50) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms")
+                f"p50 {percentile(times, 50) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms{whole}")
     for app in ("product", "floor"):
         codes = result["dropped"][app]
         if codes:

@@ -3,8 +3,10 @@ arrives, and the two ways a pass publishes to them (rounds of events, the worker
 from __future__ import annotations
 
 import asyncio
+import html
 import re
 import time
+import urllib.request
 
 import websockets
 
@@ -15,6 +17,32 @@ CONNECT_PARALLEL = 8  # the consumer's DB work runs on one thread; Daphne gives 
 # lfb-<run>-<size>-<round>-<socket index>; the worker stream appends @<publish time.time()>.
 ID_RE = re.compile(r"lfb-[a-z0-9]+-\d+-\d+-\d+")
 STAMP_RE = re.compile(r"@(\d+\.\d+)")
+WS_CONNECT_RE = re.compile(r'ws-connect="([^"]+)"')
+PAGES_PARALLEL = 4
+
+
+def served_socket_path(origin: str, conversation_id: str, cookie: str) -> str:
+    """The socket URL the conversation's page is served with: it names the live state the page
+    shows (``?live=``), so the connect sends the panels only if they changed since."""
+    request = urllib.request.Request(f"{origin}/conversations/{conversation_id}/",
+                                     headers={"Cookie": f"sessionid={cookie}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = response.read().decode()
+    found = WS_CONNECT_RE.search(body)
+    if found is None:
+        raise RuntimeError(f"the page of conversation {conversation_id} has no socket")
+    return html.unescape(found.group(1))
+
+
+async def served_socket_paths(origin: str, pages: list[tuple[str, str]], parallel: int = PAGES_PARALLEL) -> dict[str, str]:
+    """{conversation id: `served_socket_path`} for (conversation id, cookie) pairs, a few at a time."""
+    gate = asyncio.Semaphore(parallel)
+
+    async def one(conversation_id: str, cookie: str) -> tuple[str, str]:
+        async with gate:
+            return conversation_id, await asyncio.to_thread(served_socket_path, origin, conversation_id, cookie)
+
+    return dict(await asyncio.gather(*(one(*page) for page in pages)))
 
 
 class Watchers:
@@ -32,6 +60,7 @@ class Watchers:
         self.foreign = 0  # an event for another socket's conversation: isolation broken
         self.unexpected = 0  # anything else after the initial message
         self.connect_s: list[float] = []  # handshake start -> initial message
+        self.full_states = 0  # initial messages that carried the live panels (not "in step")
         self.server_closed: list[int | None] = []  # close codes of sockets the server dropped
         self.closing = False
         self.dead: set[int] = set()  # sockets gone: their events cannot arrive, don't wait for them
@@ -46,6 +75,8 @@ class Watchers:
                                               max_size=2**22, compression=None)
                 first = await asyncio.wait_for(ws.recv(), 30)  # the initial live state (or "ready")
                 self.connect_s.append(time.perf_counter() - start)
+                if isinstance(first, str) and 'id="gauge"' in first:
+                    self.full_states += 1
                 return key, ws, first
 
         results = await asyncio.gather(*(one(*u) for u in urls), return_exceptions=True)

@@ -18,10 +18,12 @@
 //   empty composer.
 // - What the reader opened (a summary, a tool result) stays open, and what they typed in a box
 //   there (the *Edit last message* box) stays typed, caret and all, when the server re-renders
-//   the part of the page it is in (every socket (re)connect re-sends the transcript and the
-//   status line): Resend sends the text typed, never the one the box was served with.
+//   the part of the page it is in (a socket (re)connect re-sends the transcript and the status
+//   line when the page's copy is stale): Resend sends the text typed, never the one the box was
+//   served with.
 // - The socket's element has data-live="synced" from the first message of each connection (the
-//   whole live state, re-rendered from the database) until the socket closes.
+//   whole live state, re-rendered from the database, or a comment saying the page already shows
+//   it: the socket's URL names the state the page was served with) until the socket closes.
 // - The composer has the focus when the page opens (its autofocus attribute). A finished
 //   assistant message is announced once through the polite #announcer region (the transcript is
 //   not live: it would read every streamed chunk); replies already on the page, re-sent on a
@@ -357,8 +359,9 @@
 
   // ---- in step with the server ----------------------------------------------------------------
 
-  // The first message of every connection is the whole live state (sessions.consumers): until it
-  // lands the page shows what it was served with, or what it had when the socket dropped.
+  // The first message of every connection is the whole live state, or a comment when the page
+  // already shows it (sessions.consumers): until it lands the page shows what it was served with,
+  // or what it had when the socket dropped.
   function setLive(e, synced) {
     var elt = e.target && e.target.closest ? e.target.closest("[ws-connect]") : null;
     if (!elt) { return; }
