@@ -73,8 +73,10 @@ def test_preview_edit_commit_then_find_the_compacted_fact(live, alice):
         divider.locator("summary").click()
         assert EDITED_MARK in divider.inner_text() and "answer briefly" in divider.inner_text()
 
-        # A socket (re)connect re-sends the whole transcript: the summary the reader opened stays open.
+        # A socket (re)connect after something changed re-sends the whole transcript (one still in
+        # step with the page gets "synced"): the summary the reader opened stays open.
         open_socket(page)
+        Conversation.objects.filter(id=conversation.id).update(title="Recall, renamed")
         page.evaluate("() => { document.getElementById('transcript').dataset.before = '1'; "
                       "document.querySelector('[ws-connect]')['htmx-internal-data'].webSocket.init(); }")
         page.wait_for_function("() => !document.getElementById('transcript').dataset.before", timeout=30_000)
