@@ -108,7 +108,8 @@ SPECS: dict[str, dict[str, FieldSpec]] = {
                                      "than its longest prompt-cache entry, at or above the idle share of the "
                                      "threshold, is compacted before the turn (the cache is cold, so the "
                                      "compaction costs no extra cache write); while the cache is warm an early "
-                                     "compaction waits for the next break or the threshold."),
+                                     "compaction waits for the next break or the threshold. Default on: with rolling_1h, the lowest whole bill over "
+                                     "the benchmark's six workloads (README, Cache economics)."),
         "idle_compaction_share": FieldSpec("float", "0.10–0.99",
                                            "Share of the threshold from which a return after the cache expired "
                                            "compacts the conversation. Default 0.70.", _between(0.10, 0.99)),

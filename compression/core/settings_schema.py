@@ -34,7 +34,7 @@ class CompressionConfig:
     codex_gpt55_autoraise: bool = True
     codex_gpt55_autoraise_notice: bool = True
     codex_app_server_auto: str = "native"
-    idle_compaction: bool = False
+    idle_compaction: bool = True
     idle_compaction_share: float = 0.70
     defer_horizon_turns: int = 3
 
