@@ -28,7 +28,10 @@ own TTL. Two consequences the strategies rest on:
   finds all of it but the last tool results still cached, under the documented rules. A request
   that opens a turn follows the user's pause, whose length is unknown: its cache may have expired,
   and a 1h marker past the read would then bill the whole rewritten prefix at 1h, so it gets
-  ``system_and_3``'s placement. So does the first request after a compression (hint
+  ``system_and_3``'s placement, unless the caller knows the pause was short (hint ``warm=True``:
+  the previous request's 5m entries still live), when the turn's first request marks the previous
+  turn's reply 1h as above: chat turns, which call no tool, then keep a 1h entry too. So does the
+  first request after a compression (hint
   ``after_compression=True``: the rebuilt context is sent cold). The reply gets 1h only when it is
   at most ``ROLLING_MAX_REPLY_SHARE`` of the prefix before it: the premium (0.75x the reply) then
   stays below the expected saving of a long pause (1.15x the prefix) whenever one request in ten
@@ -173,8 +176,11 @@ def _prefix_tokens(messages: Sequence[Mapping[str, Any]], tools: Tools) -> int:
 def rolling_reply(messages: Sequence[Mapping[str, Any]], carriers: list[int], tools: Tools,
                   hints: Mapping[str, Any]) -> int | None:
     """The message ``rolling_1h`` marks 1h, or None when the request gets ``system_and_3``'s layout."""
-    if hints.get("after_compression") or not messages or messages[-1].get("role") != "tool":
-        return None  # sent cold, or right after the user's pause: the cache may have expired
+    if hints.get("after_compression") or not messages:
+        return None  # sent cold: the rebuilt context is not cached yet
+    opens_turn = messages[-1].get("role") == "user"
+    if messages[-1].get("role") != "tool" and not (opens_turn and hints.get("warm")):
+        return None  # right after a pause that may have outlived the cache
     reply = newest_reply(messages)
     if reply is None or reply not in carriers or reply == carriers[-1]:
         return None

@@ -24,6 +24,8 @@ from sessions.services.context import context_messages, session_active
 
 log = logging.getLogger(__name__)
 
+WARM_SECONDS = 240.0  # a 5m cache entry's life, less a minute for the request to reach the cache
+
 
 @dataclass(frozen=True)
 class RequestContext:
@@ -104,10 +106,18 @@ def request_parts(messages: list[dict], tools: list[dict], cfg, conversation: Co
     if not status.enabled:
         return messages, tools
     # A context rebuilt by a compression is sent cold once: strategies may price that call differently.
-    hints = {"after_compression": session is not None and session.last_prompt_tokens == AWAITING_USAGE}
+    hints = {"after_compression": session is not None and session.last_prompt_tokens == AWAITING_USAGE,
+             "warm": session is not None and cache_warm(session)}
     cached = apply_cache_strategy(messages, strategy=cfg.caching.strategy, cache_ttl=cfg.caching.cache_ttl,
                                   native_anthropic=status.native_layout, tools=tools, hints=hints)
     return cached.messages, cached.tools
+
+
+def cache_warm(session: Session) -> bool:
+    """Whether the session's last model call was recent enough that its 5m cache entries still
+    live (with a margin for the request's own time)."""
+    last = session.last_call_at
+    return last is not None and clock.now() - last.timestamp() < WARM_SECONDS
 
 
 def measured(session: Session, conversation: Conversation, *, real: int | None, counted: int) -> None:

@@ -112,6 +112,22 @@ def test_rolling_1h_on_a_turns_first_call_places_what_system_and_3_places():
     assert res.strategy == "rolling_1h"
 
 
+def chat_turn() -> list[dict]:
+    """0 system, 1 user, 2 assistant (the previous turn's reply), 3 user (this turn's message)."""
+    return [system("sys " * 1000), user("tell me about caching " * 20), assistant("Caching keeps a prefix."),
+            user("and how long does it live? " * 10)]
+
+
+def test_rolling_1h_on_a_turns_first_call_after_a_short_pause_marks_the_previous_reply_1h():
+    # The caller knows the previous call's 5m entries still live (hint warm): the new tokens are the
+    # previous reply and this message, so 1h on the reply costs only the reply, and a chat turn,
+    # which calls no tool, keeps a 1h entry over the conversation for a longer pause next.
+    res = apply_cache_strategy(chat_turn(), "rolling_1h", hints={"warm": True})
+    assert marks(res) == {0: "1h", 2: "1h", 3: "5m"}
+    cold = apply_cache_strategy(chat_turn(), "rolling_1h", hints={"warm": False})
+    assert marks(cold) == marks(apply_cache_strategy(chat_turn(), "system_and_3"))
+
+
 def test_rolling_1h_right_after_a_compression_places_what_system_and_3_places():
     msgs = tool_step(("a", "body"))
     res = apply_cache_strategy(msgs, "rolling_1h", hints={"after_compression": True})
