@@ -137,7 +137,8 @@ _STRATEGY_TTLS = {
     "system_and_3": "{ttl} on the system prompt and the last 3 messages",
     "tools_and_3": "{ttl} on the tool schemas and the last 3 messages",
     "rolling_1h": "1h on the system prompt and the model's newest reply after tool results, {ttl} on the "
-                  "messages after it; a turn's first request as system_and_3 ({ttl})",
+                  "messages after it (a turn's first request too, within 4 minutes of the last call; after a "
+                  "longer pause as system_and_3, {ttl})",
     "warm_anchor": "1h on the system prompt, the summary and the previous request's end, {ttl} on the newest message",
     "stable_prefix": "1h on the system prompt and the summary, {ttl} on the newest messages",
 }
