@@ -35,7 +35,7 @@ _ONE_HOUR_STRATEGIES = frozenset({"rolling_1h", "warm_anchor", "stable_prefix"})
 
 def longest_ttl_seconds(*, enabled: bool, strategy: str, cache_ttl: str) -> float:
     """The lifetime of the longest cache entry a strategy writes (0.0: nothing is cached)."""
-    if not enabled:
+    if not enabled or strategy == "none":
         return 0.0
     if cache_ttl == "1h" or strategy in _ONE_HOUR_STRATEGIES:
         return ONE_HOUR

@@ -72,6 +72,7 @@ def test_without_a_cache_or_a_previous_call_there_is_nothing_to_time():
 
 def test_a_strategy_longest_entry():
     assert longest_ttl_seconds(enabled=False, strategy="system_and_3", cache_ttl="1h") == 0.0
+    assert longest_ttl_seconds(enabled=True, strategy="none", cache_ttl="5m") == 0.0  # nothing is cached
     assert longest_ttl_seconds(enabled=True, strategy="system_and_3", cache_ttl="5m") == 300.0
     assert longest_ttl_seconds(enabled=True, strategy="system_and_3", cache_ttl="1h") == ONE_HOUR
     assert longest_ttl_seconds(enabled=True, strategy="rolling_1h", cache_ttl="5m") == ONE_HOUR
