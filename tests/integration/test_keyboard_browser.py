@@ -238,7 +238,9 @@ def test_on_a_phone_the_copy_button_covers_no_code_the_placeholder_fits_and_the_
 
         # Wider, the full placeholder and the bar as a plain row (no menu button).
         page.set_viewport_size(LAPTOP)
-        assert "/compress --preview" in page.get_attribute("#composer-text", "placeholder")
+        # The placeholder follows the media query's change event, which fires after the resize.
+        page.wait_for_function("() => document.querySelector('#composer-text').placeholder.includes('/compress --preview')",
+                               timeout=5000)
         assert page.get_by_role("button", name="Log out").is_visible()
         assert not page.locator("#account-button").is_visible()
         assert page.get_by_role("button", name="Dark", exact=True).inner_text() == "Dark"
