@@ -8,6 +8,7 @@ import os
 import random
 import socket
 import threading
+import time
 
 from celery import Celery
 from celery.signals import task_postrun, worker_ready, worker_shutdown
@@ -16,6 +17,7 @@ from django.db import connection, reset_queries
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 
+from hermes_web import allocator
 from hermes_web.probes import WORKER_HEARTBEAT_PREFIX, WORKER_HEARTBEAT_TTL, redis_client
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_web.settings")
@@ -63,6 +65,8 @@ app.autodiscover_tasks()
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
+TRIM_INTERVAL = 10.0  # seconds between two malloc_trim calls of a process (a call takes 1-5 ms)
+_last_trim = 0.0
 
 
 def _heartbeat_loop(hostname: str) -> None:
@@ -91,6 +95,18 @@ def _forget_queries(**kwargs) -> None:
     filled up, and the worker's RSS with it (bench/soak.py --debug: 264 MB after 6 minutes
     without this, 233 MB with it, as with DEBUG off)."""
     reset_queries()
+
+
+@task_postrun.connect
+def _give_back_memory(**kwargs) -> None:
+    """Return the C heaps' free pages to the system after a task, at most once every
+    `TRIM_INTERVAL` seconds a process (hermes_web/allocator.py: a compaction's large strings
+    otherwise leave their pages in the worker's arenas)."""
+    global _last_trim
+    now = time.monotonic()
+    if now - _last_trim >= TRIM_INTERVAL:
+        _last_trim = now
+        allocator.trim()
 
 
 def _sweep_loop() -> None:

@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from hermes_web import allocator
 from hermes_web.checks import redis_problem
 from hermes_web.config import data_dir, env_int
 
@@ -18,7 +19,8 @@ START_SECONDS = 1
 START_RETRIES = 10
 # Redis first, so the web and the worker find it when they start.
 PRIORITY = {"redis": 10}
-SUPERVISORD_SOCKET_MAX = 100  # unix socket paths longer than ~107 bytes cannot be bound
+SUPERVISORD_SOCKET_MAX = 100
+TRIM_SECONDS = 30.0  # between two malloc_trim calls of the web process  # unix socket paths longer than ~107 bytes cannot be bound
 
 
 def redis_server_binary() -> str:
@@ -61,6 +63,10 @@ def run_web(argv: list[str]) -> None:
             factory.setProtocolOptions(failByDrop=False)
             self._ws_factory = factory
 
+    from twisted.internet import task  # after daphne.server: its clock is the reactor installed there
+
+    # The C heaps' free pages back to the system now and then (hermes_web/allocator.py).
+    task.LoopingCall(allocator.trim).start(TRIM_SECONDS, now=False)
     cli = CommandLineInterface()
     cli.server_class = Server
     cli.run(argv)
