@@ -71,10 +71,10 @@ from bench.fanout.environment import bench_env, manage, seed  # noqa: E402
 from bench.fanout.measure import STREAM_INTERVAL, measure  # noqa: E402
 from bench.fanout.publisher import Publisher  # noqa: E402
 from bench.fanout.report import log_findings, report  # noqa: E402
-from bench.fanout.rows import PATHS, STREAM  # noqa: E402
+from bench.fanout.rows import FLOOR, PATHS, STREAM  # noqa: E402
 from tests.stack import Stack, free_port, wait_for_port  # noqa: E402
 
-__all__ = ["PATHS", "STREAM", "bench_env", "main", "manage"]  # what the smoke test and bench/soak.py take
+__all__ = ["FLOOR", "PATHS", "STREAM", "bench_env", "main", "manage"]  # what the smoke test and bench/soak.py take
 
 SIZES = (1, 50, 200)
 ROUNDS = {1: 20, 50: 20, 200: 8}

@@ -11,17 +11,20 @@ first command on each pooled connection (a worker's broadcast, a socket's group_
 "Connection closed by server". Each command now retries once on a connection error: redis-py
 drops the dead socket and sends the command again on a new one.
 
-channels_redis receives a process's events one at a time: a cleanup script, BZPOPMIN, a ZADD to
-the in-flight backup and a ZPOPMIN from it, each a round trip, the next receive waiting for the
-last one, so a round of 200 deltas landing at once left one Daphne relaying them one after
-another (bench/live_fanout.py: stream p99 at 50 sockets 861 ms, 33 ms with the change). Here one
-script restores the backup and pops up to ``receive_batch`` events of the process's channel;
-only an empty channel falls back to the blocking receive. Events popped this way wait in the
-process until its consumers take them, not in Redis's backup: lost if the process dies first,
-like an event already relayed (a page re-renders from the database when its socket reconnects).
+channels_redis receives a process's events one at a time (a cleanup script, BZPOPMIN, a ZADD to
+the in-flight backup and a ZPOPMIN from it, each a round trip) and hands them over through a lock
+that every waiting consumer races for with two new tasks, so a round of 200 deltas landing at once
+meant some 1,000 task creations, cancellations and wake-ups before the last consumer had its event.
+Here one reader task per process pops up to ``receive_batch`` events a round trip (a script that
+also restores a backup an older receive left) and puts each in its channel's queue; a consumer's
+receive is a wait on its own queue; only an empty channel falls back to one blocking pop. Events
+popped this way wait in the process until their consumers take them, not in Redis's backup: lost
+if the process dies first, like an event already relayed (a page re-renders from the database when
+its socket reconnects). bench/live_fanout.py prints the Daphne CPU each relayed event costs.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 
 from channels_redis.core import RedisChannelLayer
@@ -46,32 +49,89 @@ return redis.call('ZPOPMIN', KEYS[1], ARGV[1])
 """
 
 
+class _Failed:
+    """A receive that cannot be answered: the reader's error, handed to each waiting consumer."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
 class HermesChannelLayer(RedisChannelLayer):
     receive_batch = 100
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._ready: collections.deque = collections.deque()  # (channel, message), oldest first
+        self._waiting: collections.Counter = collections.Counter()  # process-local channel -> receives waiting
+        self._reader: asyncio.Task | None = None
 
-    async def receive_single(self, channel):
-        """The next event of a process-local channel ("name!..."), many taken in one round trip."""
+    async def receive(self, channel):
         if "!" not in channel:
-            return await super().receive_single(channel)
-        if self._ready:
-            return self._ready.popleft()
-        key = self.prefix + channel
-        await self.receive_clean_locks.acquire(key)
+            return await super().receive(channel)
+        assert self.require_valid_channel_name(channel)
+        real_channel = self.non_local_name(channel)
+        assert real_channel.endswith(self.client_prefix + "!"), "Wrong client prefix"
+        queue = self.receive_buffer[channel]
+        self._waiting[channel] += 1
         try:
-            popped = await self.connection(self.consistent_hash(channel)).eval(
-                POP_MANY, 2, key, self._backup_channel_name(key), self.receive_batch)
+            if queue.empty():
+                self._ensure_reader(real_channel)
+            item = await queue.get()
         finally:
-            self.receive_clean_locks.release(key)
-        if not popped:
-            return await super().receive_single(channel)
-        for content in popped[0::2]:
+            self._waiting[channel] -= 1
+            if not self._waiting[channel]:
+                del self._waiting[channel]
+                if queue.empty() and self.receive_buffer.get(channel) is queue:
+                    del self.receive_buffer[channel]
+        if isinstance(item, _Failed):
+            raise item.error
+        return item
+
+    def _ensure_reader(self, real_channel: str) -> None:
+        loop = asyncio.get_running_loop()
+        reader = self._reader
+        if reader is not None and not reader.done():
+            if reader.get_loop() is loop:
+                return
+            if not reader.get_loop().is_closed():
+                raise RuntimeError("Two event loops are trying to receive() on one channel layer at once!")
+        self._reader = loop.create_task(self._read(real_channel), name="channel-layer-reader")
+
+    async def _read(self, real_channel: str) -> None:
+        """Pop the process's events into their channels' queues while anyone waits for one."""
+        try:
+            while self._waiting:
+                for channel, message in await self._next_events(real_channel):
+                    for target in channel if isinstance(channel, list) else [channel]:
+                        self.receive_buffer[target].put_nowait(message)
+        except Exception as error:  # Redis gone: each waiting receive raises it, as channels_redis's do
+            for channel in list(self._waiting):
+                self.receive_buffer[channel].put_nowait(_Failed(error))
+
+    async def _next_events(self, real_channel: str) -> list:
+        """Up to ``receive_batch`` events in one round trip; when there are none, one blocking pop
+        that gives up after ``brpop_timeout`` seconds (then: [])."""
+        key = self.prefix + real_channel
+        connection = self.connection(self.consistent_hash(real_channel))
+        popped = await connection.eval(POP_MANY, 2, key, self._backup_channel_name(key), self.receive_batch)
+        contents = popped[0::2]  # member, score, member, score...
+        if not contents:
+            # No backup of the popped event, unlike channels_redis's receive: the reader is only
+            # cancelled when the process closes its pools, and the event is handed over at once.
+            blocked = await connection.bzpopmin(key, timeout=self.brpop_timeout)
+            contents = [blocked[1]] if blocked else []
+        events = []
+        for content in contents:
             message = self.deserialize(content)
-            self._ready.append((message.pop("__asgi_channel__", channel), message))
-        return self._ready.popleft()
+            events.append((message.pop("__asgi_channel__", real_channel), message))
+        return events
+
+    async def close_pools(self):
+        """Stop this loop's reader first (a blocking pop keeps its event in Redis's backup)."""
+        reader = self._reader
+        if reader is not None and not reader.done() and reader.get_loop() is asyncio.get_running_loop():
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+        await super().close_pools()
 
     def create_pool(self, index):
         host = dict(self.hosts[index])

@@ -14,8 +14,31 @@ from bench.fanout.publisher import Publisher
 from bench.fanout.rows import FLOOR, GROUP_SEND, PER_TASK, STREAM, Row
 from bench.fanout.sockets import Watchers, run_rounds, run_stream, served_socket_paths
 
+CPU_PROCESSES = ("web", "floor", "worker")
 STREAM_INTERVAL = 0.05  # sessions.agent.loop.DELTA_FLUSH_SECONDS: a turn's delta cadence
 WARM_TEXT = "lfb-warm-0-0-0"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0.0 elsewhere)."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU milliseconds each of the stack's processes spends while a row's rounds run."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = {name: pid for name, pid in pids.items() if name in CPU_PROCESSES}
+
+    def start(self) -> dict[str, float]:
+        return {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+
+    def stop(self, row: Row, started: dict[str, float]) -> None:
+        row.cpu_ms = {name: (cpu_seconds(pid) - started[name]) * 1000 for name, pid in self.pids.items()}
 
 
 async def measure(*, web_port: int, floor_port: int, seeded: dict, publisher: Publisher, redis_client,
@@ -90,6 +113,7 @@ async def measure(*, web_port: int, floor_port: int, seeded: dict, publisher: Pu
     log(f"redis connected_clients after warm-up: {clients_before}")
 
     rows: list[Row] = []
+    cpu = CpuMeter(pids)
     clients_by_size: dict[str, dict] = {}
     by_process_passes: dict[str, dict] = {}
     foreign = unexpected = full_states = 0
@@ -122,10 +146,14 @@ async def measure(*, web_port: int, floor_port: int, seeded: dict, publisher: Pu
             return await publisher.group_send([(f"conversation.{keys[i]}", event_id, payload.format(id=event_id))
                                                for i, event_id in items])
 
-        await run_stream(add(STREAM), pw, publisher, list(keys), count, interval, timeout, pause, f"stream{tag}")
+        row, at = add(STREAM), cpu.start()
+        await run_stream(row, pw, publisher, list(keys), count, interval, timeout, pause, f"stream{tag}")
+        cpu.stop(row, at)
         peak = max(peak, redis_clients(redis_client))
-        await run_rounds(add(PER_TASK), pw, per_task, count, timeout, pause, f"task{tag}")
-        await run_rounds(add(GROUP_SEND), pw, product_send, count, timeout, pause, f"product{tag}")
+        for path, send, slug in ((PER_TASK, per_task, "task"), (GROUP_SEND, product_send, "product")):
+            row, at = add(path), cpu.start()
+            await run_rounds(row, pw, send, count, timeout, pause, f"{slug}{tag}")
+            cpu.stop(row, at)
         peak = max(peak, redis_clients(redis_client))
         foreign += pw.foreign
         unexpected += pw.unexpected
@@ -142,7 +170,9 @@ async def measure(*, web_port: int, floor_port: int, seeded: dict, publisher: Pu
             return await publisher.group_send([(f"floor.{keys[i]}", event_id, payload.format(id=event_id))
                                                for i, event_id in items])
 
-        await run_rounds(add(FLOOR), fw, floor_send, count, timeout, pause, f"floor{tag}")
+        row, at = add(FLOOR), cpu.start()
+        await run_rounds(row, fw, floor_send, count, timeout, pause, f"floor{tag}")
+        cpu.stop(row, at)
         peak = max(peak, redis_clients(redis_client))
         foreign += fw.foreign
         unexpected += fw.unexpected

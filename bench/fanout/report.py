@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 TARGET_P99_MS = 100.0
 TARGET_FLOOR_RATIO = 1.5
 TARGET_N = 50
+# The worker stream's p99 targets by socket count, and the connect's limit against the floor's.
+STREAM_P99_TARGETS_MS = {50: 25.0, 200: 100.0}
+TARGET_CONNECT_RATIO = 3.0
 
 
 def log_findings(stack: Stack) -> dict:
@@ -37,16 +40,30 @@ def fmt_ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def daphne_us_per_event(row: Row) -> float | None:
+    """CPU microseconds the Daphne that relays the row's events spent per event received (the
+    product's for the product paths, the floor's for the floor's): a figure load disturbs far less
+    than latency."""
+    ms = row.cpu_ms.get("floor" if row.path == FLOOR else "web")
+    received = len(row.latencies_ms)
+    return None if ms is None or not received else ms * 1000 / received
+
+
+def fmt_cpu(row: Row) -> str:
+    us = daphne_us_per_event(row)
+    return "-" if us is None else f"{us:.0f} us"
+
+
 def report(result: dict, sizes: tuple[int, ...], log=print) -> dict:
     rows: list[Row] = result["rows"]
     log("")
-    log(f"{'N':>5}  {'path':<24} {'events':>7} {'p50 ms':>8} {'p99 ms':>8} {'delivered':>10}")
+    log(f"{'N':>5}  {'path':<24} {'events':>7} {'p50 ms':>8} {'p99 ms':>8} {'delivered':>10} {'Daphne CPU/event':>17}")
     for row in rows:
         late = f"  ({row.late} late)" if row.late else ""
         error = f"  [{row.error}]" if row.error else ""
         n = f"{row.n}*" if row.repeat else str(row.n)
         log(f"{n:>5}  {row.path:<24} {row.sent:>7} {fmt_ms(row.p50):>8} {fmt_ms(row.p99):>8} "
-            f"{row.delivered * 100:>9.1f}%{late}{error}")
+            f"{row.delivered * 100:>9.1f}% {fmt_cpu(row):>17}{late}{error}")
     log(f"  * repeat pass of N={result['redis_largest']} (for the Redis connection check)")
     log("")
     by = {(r.n, r.path): r for r in rows if not r.repeat}
@@ -60,6 +77,15 @@ def report(result: dict, sizes: tuple[int, ...], log=print) -> dict:
     row = by[(target_n, STREAM)]
     ok = row.p99 is not None and row.p99 < TARGET_P99_MS
     verdict(f"p99 < {TARGET_P99_MS:.0f} ms at N={target_n} ({STREAM})", ok, f"p99 {fmt_ms(row.p99)} ms")
+    for n, target in STREAM_P99_TARGETS_MS.items():
+        if (n, STREAM) in by:
+            p99 = by[(n, STREAM)].p99
+            verdict(f"worker stream p99 < {target:.0f} ms at N={n}", p99 is not None and p99 < target, f"p99 {fmt_ms(p99)} ms")
+    product_connect, floor_connect = result["connect_s"]["product"], result["connect_s"]["floor"]
+    if product_connect and floor_connect:
+        p, f = percentile(product_connect, 50), percentile(floor_connect, 50)
+        verdict(f"connect p50 within {TARGET_CONNECT_RATIO:.0f}x the floor's", p <= TARGET_CONNECT_RATIO * f,
+                f"{p * 1000:.1f} / {f * 1000:.1f} ms = {p / f:.2f}x")
     for n in sizes:
         product, floor = by[(n, GROUP_SEND)], by[(n, FLOOR)]
         if product.p50 is None or floor.p50 is None:

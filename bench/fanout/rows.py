@@ -20,6 +20,7 @@ class Row:
     repeat: bool = False  # the repeat pass of the largest size (Redis connection check)
     worker: dict | None = None  # the stream task's own report
     error: str | None = None
+    cpu_ms: dict = field(default_factory=dict)  # process -> CPU milliseconds it spent during this row's rounds
 
     @property
     def delivered(self) -> float:
@@ -37,4 +38,5 @@ class Row:
         return {"n": self.n, "path": self.path, "repeat": self.repeat, "sent": self.sent,
                 "received": len(self.latencies_ms), "worker": self.worker, "error": self.error,
                 "delivered": self.delivered, "p50_ms": self.p50, "p99_ms": self.p99,
-                "mean_ms": statistics.fmean(self.latencies_ms) if self.latencies_ms else None, "late": self.late}
+                "mean_ms": statistics.fmean(self.latencies_ms) if self.latencies_ms else None, "late": self.late,
+                "cpu_ms": self.cpu_ms}

@@ -23,6 +23,8 @@ def test_the_benchmark_delivers_every_event_and_prints_the_figures(capsys):
         assert row["sent"] == row["n"] * 2
         assert row["received"] == row["sent"], row
         assert row["p50_ms"] is not None and row["p99_ms"] is not None
+        relay = "floor" if row["path"] == live_fanout.FLOOR else "web"
+        assert row["cpu_ms"][relay] >= 0 and set(row["cpu_ms"]) == {"web", "floor", "worker"}, row
     for n, repeat in ((1, False), (3, False), (3, True)):
         worker = rows[(n, live_fanout.STREAM, repeat)]["worker"]  # the task ran in the worker and reported
         assert worker["published"] == n * 2 and worker["finished"] >= worker["started"]
@@ -40,3 +42,5 @@ def test_the_benchmark_delivers_every_event_and_prints_the_figures(capsys):
     assert f"connected_clients before {result['redis_before']}" in out
     assert f"p99 < 100 ms at N=3 ({live_fanout.STREAM})" in out
     assert "every event delivered: all" in out
+    assert "Daphne CPU/event" in out
+    assert "connect p50 within 3x the floor's: " in out
