@@ -136,6 +136,7 @@ def conversation_detail(request, conversation_id):
         "cache": presenters.cache_panel(conversation, cfg=cfg),
         "events": selectors.compression_events(conversation),
         "max_chars": settings.HERMES_MAX_MESSAGE_CHARS,
+        "draft": request.session.pop(_draft_key(conversation.id), ""),  # a refused plain post's text
     })
 
 
@@ -152,9 +153,15 @@ def unknown_command(text: str) -> str | None:
     return match.group(1)
 
 
+def _draft_key(conversation_id) -> str:
+    return f"composer-draft:{conversation_id}"
+
+
 def _composer_error(request, conversation: Conversation, text: str):
-    """A refused message: the error beside the composer (which keeps its text), 422."""
+    """A refused message: the error beside the composer (which keeps its text), 422. A plain form
+    post (no JavaScript) gets the page again with the error and the text back in the composer."""
     if not request.htmx:
+        request.session[_draft_key(conversation.id)] = request.POST.get("text", "")
         return _reply(request, conversation, text, level="error")
     response = HttpResponse(fragments.render_to_notice(text, level="error", kind=fragments.SEND_ERROR), status=422)
     return reswap(retarget(response, "#composer-error"), "innerHTML")

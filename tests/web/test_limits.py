@@ -264,6 +264,31 @@ def test_a_refused_send_answers_422_into_the_composers_error_with_the_reset_time
     assert list(Turn.objects.values_list("text", flat=True)) == ["first"]
 
 
+def test_without_javascript_a_refused_send_comes_back_in_the_composer_once_and_escaped(client, alice, conversation):
+    defaults(messages_per_minute=1)
+    client.force_login(alice)
+    url = reverse("conversation-send", args=[conversation.id])
+    assert client.post(url, {"text": "first"}).status_code == 302
+    text = "second </textarea><script>alert(1)</script> & more"
+    response = client.post(url, {"text": text}, follow=True)
+    body = response.content.decode()
+    assert response.status_code == 200 and "your limit of 1 a minute" in body  # the flash
+    assert "&lt;/textarea&gt;&lt;script&gt;alert(1)&lt;/script&gt; &amp; more</textarea>" in body
+    assert "<script>alert(1)" not in body
+    again = client.get(reverse("conversation", args=[conversation.id])).content.decode()
+    assert "alert(1)" not in again  # given back once, not kept
+    assert list(Turn.objects.values_list("text", flat=True)) == ["first"]
+
+
+def test_without_javascript_an_unknown_command_comes_back_in_the_composer(client, alice, conversation):
+    client.force_login(alice)
+    response = client.post(reverse("conversation-send", args=[conversation.id]), {"text": "/frobnicate now"}, follow=True)
+    body = response.content.decode()
+    assert "/frobnicate is not a command here" in body
+    assert ">/frobnicate now</textarea>" in body
+    assert not Turn.objects.exists()
+
+
 # ---------------------------------------------------------------- the admin
 
 
