@@ -149,3 +149,5 @@ _.stream_deltas  # sessions.live: several streams' deltas in one batch, the work
 _.channel_redis_urls  # hermes_web/settings.py (left out of the scan) builds CHANNEL_LAYERS with it
 _.arg_joiner  # Django's Func API: read by the ORM when it compiles sessions.selectors' SQL function
 _.output_field  # Django's Func API: the SQL function's result type, read by the ORM
+_.dispatch  # sessions.consumers: a consumer's message dispatch, overridden (called by Channels)
+_.websocket_disconnect  # sessions.consumers: the handler of "websocket.disconnect", overridden (called by Channels)

@@ -7,13 +7,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_web.settings")
 # Build the Django app first so models are loaded before consumers are imported.
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from sessions.routing import websocket_urlpatterns  # noqa: E402
+from sessions.socket_auth import SocketSessionMiddleware  # noqa: E402
 
 http_app = django_asgi_app
 if settings.HERMES_SERVE_STATIC:
@@ -22,6 +22,8 @@ if settings.HERMES_SERVE_STATIC:
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # The session and the user as Channels' AuthMiddlewareStack gives them, the user resolved in
+        # the consumer's one database trip (sessions.socket_auth).
+        "websocket": AllowedHostsOriginValidator(SocketSessionMiddleware(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -1,4 +1,4 @@
-"""The conversation websocket: authenticate, check ownership, join the group, relay fragments."""
+"""The conversation websocket: join the groups, authenticate and check ownership, relay fragments."""
 from __future__ import annotations
 
 import asyncio
@@ -6,10 +6,12 @@ import re
 import weakref
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from sessions import fragments, live
+from sessions import fragments, live, socket_auth
 from sessions.events import SETTINGS_GROUP, group_name
 
 # Group joins and leaves in flight at once in this process (each one pipelined round trip for
@@ -45,24 +47,25 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     group: str | None = None  # the conversation's group, while joined
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]  # a UUID (the route's converter)
-        if user is None or not user.is_authenticated:
-            await self.close(code=4401)
+        if socket_auth.without_session(self.scope):
+            await self.close(code=4401)  # no session at all: refused before joining anything
             return
         # Joined before the live state is read, so an event pushed meanwhile is not lost: it is
         # relayed after the state (a consumer handles nothing else until connect returns), and
-        # dropped if the user turns out not to own the conversation. The ownership check and the
-        # live state are one trip to the database thread (each trip opens a database connection).
+        # dropped if the user turns out not to be signed in or not to own the conversation (then
+        # the groups are left at once). Who the user is, the ownership check and the live state
+        # are one trip to the database thread (`socket_auth.connect_state`).
         self.group = group_name(conversation_id)
         await self._join()
-        conversation, html = await database_sync_to_async(live.connect_state)(
-            user=user, conversation_id=conversation_id, shown=shown_version(self.scope)
-        )
+        try:
+            signed_in, conversation, html = await database_sync_to_async(socket_auth.connect_state)(
+                self.scope, conversation_id=conversation_id, shown=shown_version(self.scope))
+        except Exception:  # the database is unreachable, say: the socket fails, leaving no membership
+            await self._refuse(None)
+            raise
         if conversation is None:
-            await self._leave()
-            self.group = None
-            await self.close(code=4404)
+            await self._refuse(4404 if signed_in else 4401)
             return
         self.conversation = conversation
         await self.accept()
@@ -71,6 +74,30 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # an event that was missed while the socket was down.
         if html:
             await self.send(text_data=html)
+
+    async def _refuse(self, code: int | None) -> None:
+        """Leave the groups joined for the connect, then close with ``code`` (None: not at all)."""
+        await self._leave()
+        self.group = None
+        if code is not None:
+            await self.close(code=code)
+
+    async def dispatch(self, message) -> None:
+        """Channels' dispatch, without the trip to the database thread it makes before every
+        handler (``aclose_old_connections``: close connections gone stale). Every database read
+        here goes through ``database_sync_to_async``, which closes them before and after itself;
+        and that trip queued on the one database thread behind the other sockets' connects, for
+        each connect, each relayed event and each close."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def websocket_disconnect(self, message) -> None:
+        # Channels' own leaves ``self.groups`` (none here: `disconnect` leaves the groups joined),
+        # then makes the same trip.
+        await self.disconnect(message["code"])
+        raise StopConsumer()
 
     def _groups(self) -> list[str]:
         return [g for g in (self.group, SETTINGS_GROUP) if g]
