@@ -1,8 +1,9 @@
 """Read and write the runtime settings. The only code that touches the settings rows.
 
 Guarantees:
-- ``current()`` reads the database on every call (one query for all groups, no process cache), so
-  a saved change applies to the next turn or job without a restart.
+- ``current()`` reads the database on every call (one query for all groups), so a saved change
+  applies to the next turn or job without a restart; only the building of the config from an
+  unchanged row is skipped.
 - ``save_groups`` / ``save_group`` validate through ``compression.core.config`` before writing
   anything, write in one transaction, record one ``SettingsChange`` per changed field (secrets as
   "•••"), and after commit call the callbacks registered with ``on_settings_changed``.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from compression.core.config import (
@@ -77,38 +79,60 @@ def _notify(event: SettingsChanged) -> None:
 # --- Reading ------------------------------------------------------------------------------------
 
 
-def current() -> RuntimeConfig:
-    """The settings as stored right now (defaults for a group whose row does not exist yet).
+# The settings statement of each database (alias, vendor), with the field of each column, built once;
+# and the last row read on each database with the config built from it: an unchanged row (still read
+# on every call) gives the same config without converting and validating its values again.
+_statements: dict[tuple[str, str], tuple[str, list[tuple[str, str | None, Any]]]] = {}
+_last: dict[str, tuple[tuple, RuntimeConfig]] = {}
 
-    One query for every group: each group is a singleton row of its own table, so the rows are
-    LEFT JOINed onto one seed row; pages that show several panels stay cheap without a cache."""
+
+def _statement(connection) -> tuple[str, list[tuple[str, str | None, Any]]]:
+    """The one SELECT for every group (each group is a singleton row of its own table, LEFT JOINed
+    onto one seed row), and its columns as (group, field name or None for the row's pk, field)."""
+    key = (connection.alias, connection.vendor)
+    if key not in _statements:
+        quote = connection.ops.quote_name
+        selects: list[str] = []
+        joins: list[str] = []
+        columns: list[tuple[str, str | None, Any]] = []
+        for i, group in enumerate(GROUPS):
+            model = SETTINGS_MODELS[group]
+            alias, pk = f"g{i}", model._meta.pk
+            joins.append(f"LEFT JOIN {quote(model._meta.db_table)} {alias} ON {alias}.{quote(pk.column)} = %s")
+            selects.append(f"{alias}.{quote(pk.column)}")
+            columns.append((group, None, pk))
+            for name in group_fields(group):
+                field = model._meta.get_field(name)
+                selects.append(f"{alias}.{quote(field.column)}")
+                columns.append((group, name, field))
+        _statements[key] = (f"SELECT {', '.join(selects)} FROM (SELECT 1 AS seed) seed {' '.join(joins)}", columns)
+    return _statements[key]
+
+
+def current() -> RuntimeConfig:
+    """The settings as stored right now (defaults for a group whose row does not exist yet): one
+    query for every group, on every call, so pages that show several panels stay cheap and a
+    change made anywhere (the admin, another process, the database by hand) applies at once."""
     from django.db import connection
 
-    selects: list[str] = []
-    joins: list[str] = []
-    columns: list[tuple[str, str | None, Any]] = []  # (group, field name or None for the row's pk, field)
-    for i, group in enumerate(GROUPS):
-        model = SETTINGS_MODELS[group]
-        alias, table = f"g{i}", connection.ops.quote_name(model._meta.db_table)
-        pk = model._meta.pk
-        joins.append(f"LEFT JOIN {table} {alias} ON {alias}.{connection.ops.quote_name(pk.column)} = %s")
-        selects.append(f"{alias}.{connection.ops.quote_name(pk.column)}")
-        columns.append((group, None, pk))
-        for name in group_fields(group):
-            field = model._meta.get_field(name)
-            selects.append(f"{alias}.{connection.ops.quote_name(field.column)}")
-            columns.append((group, name, field))
-    sql = f"SELECT {', '.join(selects)} FROM (SELECT 1 AS seed) seed {' '.join(joins)}"
+    sql, columns = _statement(connection)
     with connection.cursor() as cursor:
         cursor.execute(sql, [SETTINGS_MODELS[g].SINGLETON_PK for g in GROUPS])
-        raw = cursor.fetchone()
+        raw = tuple(cursor.fetchone())
+    # The secrets' columns hold ciphertext: the same row opened with other keys is another config.
+    stamp = (raw, settings.SECRET_KEY, tuple(getattr(settings, "SECRET_KEY_FALLBACKS", ())))
+    last = _last.get(connection.alias)
+    if last is not None and last[0] == stamp:
+        return last[1]
     rows: dict[str, dict[str, Any] | None] = {}
     for (group, field_name, field), value in zip(columns, raw):
         if field_name is None:
             rows[group] = None if value is None else {}
         elif (row := rows[group]) is not None:
             row[field_name] = _from_db(field, value, connection)
-    return RuntimeConfig(**{g: build_group(g) if (row := rows[g]) is None else _tolerant(g, row) for g in GROUPS})
+    config = RuntimeConfig(**{g: build_group(g) if (row := rows[g]) is None else _tolerant(g, row) for g in GROUPS})
+    _last[connection.alias] = (stamp, config)
+    return config
 
 
 def _from_db(field, value, connection):

@@ -33,6 +33,18 @@ def test_it_reads_the_database_on_every_call():
     assert settings_store.current().compression.target_ratio == 0.33
 
 
+def test_an_unchanged_row_is_read_again_and_gives_the_same_config(django_assert_num_queries):
+    first = settings_store.current()
+    with django_assert_num_queries(1):
+        assert settings_store.current() is first  # read, but not converted and validated again
+    CompressionSettings.objects.filter(pk=1).update(threshold=0.61)
+    with django_assert_num_queries(1):
+        changed = settings_store.current()
+    assert changed is not first and changed.compression.threshold == 0.61
+    CompressionSettings.objects.filter(pk=1).update(threshold=0.50)
+    assert settings_store.current().compression.threshold == 0.50
+
+
 def test_it_saves_nothing_when_any_value_is_invalid(alice):
     before = snapshot()
     with pytest.raises(ConfigValueError) as exc:
