@@ -92,7 +92,8 @@ def database_config() -> dict:
             "NAME": str(data_dir() / "hermes.sqlite3"),
             # One connection kept per thread for up to a minute (checked before reuse): Daphne's
             # database thread otherwise opens a new one (PRAGMAs, Django's SQL functions: about
-            # 1 ms) for every trip, two for each socket connect.
+            # 1 ms) for every trip, two for each socket connect. An HTTP request's thread lives
+            # as long as the request: it closes its connection at the end (hermes_web/asgi.py).
             "CONN_MAX_AGE": 60,
             "CONN_HEALTH_CHECKS": True,
             # Web, worker and tests share the file: wait for locks instead of failing, and take the
