@@ -309,8 +309,11 @@ async def measure(*, stack, redis_client, celery, seeded: dict, ports: dict[str,
     turn_rows = await turns(watchers, http, seeded, ports, turn_count, words, TURN_TIMEOUT)
     log(f"turns: {turn_count} in each of {len(conversations)} conversations in {time.perf_counter() - started:.1f} s; "
         f"load average {os.getloadavg()[0]:.2f}")
-    # Late events (a title made after the first reply, the last status) reach every socket: wait
-    # until the sockets of each conversation agree, or a few seconds.
+    # Late events reach every socket before any closes. The seeded conversations start with no
+    # exchange, so the first turn's reply makes each one's title, sent a moment after the turn's
+    # "done": wait for it on every socket (a socket closed before it arrived had been counted as
+    # losing it), then until the sockets of each conversation agree; a few seconds at most.
+    await watchers.until(lambda: not turn_count or all(w.titles for w in watchers.all), 10)
     await watchers.until(lambda: not any(losses(watchers.all).values()), 10)
     await watchers.close()
     return {"watchers": watchers.all, "unknown": watchers.unknown, "expected": stream["expected"],

@@ -23,6 +23,7 @@ ID_RE = re.compile(r"lfb-[a-z0-9]+-\d+-\d+-\d+")  # bench.fanout_tasks.stream_ev
 STAMP_RE = re.compile(r"@(\d+\.\d+)")
 DELTA_RE = re.compile(r'-text" hx-swap-oob="beforeend"')  # sessions.fragments.render_stream_delta
 DONE_RE = re.compile(r'id="turn-status"[^>]*data-status="(done|failed)"')
+TITLE_RE = re.compile(r'hx-swap-oob="innerHTML:#conversation-title"')  # sessions.fragments.render_title_changed
 
 class Database:
     """A database of its own on the server ``DATABASE_URL`` names (created, dropped at the end),
@@ -116,6 +117,7 @@ class Watcher:
     stamped: dict[str, tuple[float, float]] = field(default_factory=dict)  # stream id -> (arrival, stamp)
     deltas: list[float] = field(default_factory=list)  # time.time() of each real delta's arrival
     done: int = 0  # turn-status "done"/"failed" lines seen
+    titles: int = 0  # title changes seen
     closed_by_server: int | None = None
 
 
@@ -181,6 +183,8 @@ class Watchers:
                     w.deltas.append(now)
                 if DONE_RE.search(message):
                     w.done += 1
+                if TITLE_RE.search(message):
+                    w.titles += 1
                 self.changed.set()
         except websockets.ConnectionClosed as exc:
             if not self.closing:

@@ -25,6 +25,7 @@ def test_every_event_reaches_every_socket_on_both_web_processes(capsys):
         assert result["expected"][w.index] <= w.stamped.keys(), (w.web, w.index)
         assert len(result["expected"][w.index]) == 2 * 3
         assert w.done >= 1 and w.closed_by_server is None
+        assert w.titles == 1  # the first reply's title, a late event, reached every socket
     assert result["every_event_delivered"]
     assert {web: d["missing"] + d["lost"] for web, d in result["delivery"].items()} == {"web1": 0, "web2": 0}
     assert all(d["sockets"] == 4 for d in result["delivery"].values())
