@@ -46,6 +46,13 @@ _QUARTER = _scan(
     r"Q[1-4](?:\s?(?:FY\s?'?(?:19|20)?\d\d|'\d\d|(?:19|20)\d\d)(?!\d))?(?![\w-])"
     r"|H[12]\s?(?:FY\s?'?(?:19|20)?\d\d|'\d\d|(?:19|20)\d\d)(?![\w-])"
     r"|FY\s?'?(?:19|20)?\d\d(?![\w-])", not_after="-", word=True)
+# The twenty-first of March, the third of May 2026: a day written as an ordinal word (on lower-cased text).
+_ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
+                  "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
+                  "eighteenth", "nineteenth", "twentieth", "thirtieth")
+_WORD_DAY = _scan(
+    rf"the (?:(?:twenty|thirty)[- ])?(?:{'|'.join(_ORDINAL_WORDS)}) of (?:{'|'.join(_MONTHS)})(?![a-z])(?:,? {_YEAR})?",
+    lower=True, word=True, words=_ORDINAL_WORDS)
 _BARE_YEAR = _scan(r"(?:1(?<![\w/.:]1)9|2(?<![\w/.:]2)0)\d\d(?=\s*(?:[.,;:!?)]|\n|$))")
 _MONTH_QUALIFIER = re.compile(r"(?<![A-Za-z])(?:early|mid|late|end of|start of|beginning of|middle of|by|until|"
                               r"till|since|before|after|in|during|through)[\s-]$", re.I)
@@ -62,6 +69,7 @@ def _date_spans(text: str, digits: bool, words: Words = None) -> list[Span]:
         spans += _day_first_dates(text)
         spans += _qualified(text, _run(_BARE_YEAR, text), _YEAR_QUALIFIER)
     spans += _month_first_dates(text, words)
+    spans += [(m.start(), m.end(), m.group(0)) for m in _run(_WORD_DAY, text, None, words) if _valid_word_day(m.group(0))]
     if "Q" in text or "H" in text or "FY" in text:
         spans += [(m.start(), m.end(), m.group(0)) for m in _run(_QUARTER, text)
                   if not _numbered_item(text, m.start(), m.end())]
@@ -85,6 +93,15 @@ def _day_first_dates(text: str) -> list[Span]:
             continue  # a bare 11/12 is as often a ratio as a date
         out.append((start, end, text[start:end]))
     return out
+
+
+def _valid_word_day(value: str) -> bool:
+    """The thirty-first, never the thirty-second; lower-case "may" and "march" are verbs."""
+    low = value.lower()
+    month = value.split(" of ")[-1].split(",")[0].split(" ")[0]
+    if month in ("may", "march"):
+        return False
+    return "thirty" not in low.replace("thirtieth", "") or "first" in low
 
 
 def _valid_days(value: str) -> bool:

@@ -16,8 +16,22 @@ from collections.abc import Callable
 
 from .anchor_dates import _date_spans
 from .anchor_ids import _NOT_IDS, _commit_spans, _id_spans, _number_spans
+from .anchor_models import _model_spans
 from .anchor_names import _name_spans
-from .anchor_scan import _DIGIT, _DOT_LETTER, _LETTER, Span, _lowered, _matches, _ordered, _scan, _spans, _trimmed
+from .anchor_scan import (
+    _DIGIT,
+    _DOT_LETTER,
+    _LETTER,
+    Span,
+    Words,
+    _lowered,
+    _matches,
+    _ordered,
+    _run,
+    _scan,
+    _spans,
+    _trimmed,
+)
 
 # --- links and paths -------------------------------------------------------------------------------
 _URL = _scan(
@@ -33,6 +47,7 @@ _DIR_PATH = _scan(r"(?<![\w/.@:-])(?:~/|\.{1,2}/|/)?(?:[\w.-]+/){2,}[\w.-]*", ga
 # Rooted paths of any depth: /var/log, ~/notes, ./data.
 _ROOTED_PATH = _scan(r"(?:~(?<![\w/.:@~-]~)/|\.(?<![\w/.:@~-]\.)\.?/|/(?<![\w/.:@~-]/))(?:[\w.-]+/)*[\w.-]+/?"
                      r"(?![\w/-])", gate="/")
+_WINDOWS_PATH = _scan(r"[A-Za-z](?<![\w].):\\(?:[^\s\\/:*?\"<>|]+\\)*[^\s\\/:*?\"<>|]*", gate=":\\")  # D:\builds\out
 _SLASH_END = re.compile(r"/(?![\w/-]|\.\w)")  # the end of a single-level directory: data/
 _PRODUCT_JS = re.compile(r"[A-Z][a-z]+\.js")
 _SINGLE_DIR = re.compile(r"[A-Za-z_][\w.-]*[\w-]/")
@@ -49,6 +64,13 @@ _COLUMN_LIST = re.compile(  # matched on lower-cased text
 _JSON_COLUMNS = re.compile(  # matched on lower-cased text
     r"\"(?:columns|cols|fields|headers)\"\s*:\s*\[(?P<v>\s*\"[^\"\n]{1,60}\"(?:\s*,\s*\"[^\"\n]{1,60}\"){1,39}\s*)\]"
 )
+# "the sheet has Owner, Due Date, Cost": a table's own list of its capitalised or snake_case names
+_HOLDER_ITEM = r"(?:[A-Z][\w-]*(?: [A-Z][\w-]*)?|[a-z]\w*_\w+)"
+_HOLDER_LIST = _scan(
+    r"(?:sheet|spreadsheet|table|csv|export|dataframe|workbook)s?\s+(?:has|have|contains|includes|lists)\s+"
+    rf"(?:the\s+)?(?:columns?\s+)?(?P<v>{_HOLDER_ITEM}(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+){_HOLDER_ITEM}){{2,39}})", word=True,
+    words=("sheet", "sheets", "spreadsheet", "table", "csv", "export", "dataframe", "workbook"))
+_LOWER_CELL = re.compile(r"^[a-z_][a-z0-9_]*$")
 _MD_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)+\|?$")
 _HEADER_CELL = re.compile(r"^[A-Za-z_][\w .()%/#&+-]{0,39}$")
 _ALIGNED_SPLIT = re.compile(r"\t| {2,}")
@@ -65,18 +87,54 @@ _ERROR_SHAPES = re.compile(
     r"\b\w*(?:Error|Exception)\b\s*:|\bE(?:NOENT|ACCES|PERM|CONNREFUSED|CONNRESET|TIMEDOUT|ADDRINUSE|PIPE|"
     r"AGAIN|EXIST|NOTDIR|ISDIR|INVAL|NOSPC|MFILE|HOSTUNREACH|NETUNREACH)\b"
 )
-_PREFERENCE = re.compile(
-    r"\b(?:i|we)(?:'d| would)?\s+(?:really\s+|much\s+|rather\s+)?(?:prefer|like|love|hate|dislike|want|need)\b|"
-    r"\b(?:i|we)\s+(?:don't|do not|never)\s+(?:like|want|use)\b|\bplease\s+(?:always|never|don't|do not|keep|avoid|use)\b|"
-    r"\b(?:always|never)\s+(?:use|write|put|add|run|call|include|send|commit|push)\b|\bmy\s+(?:preference|favou?rite)\b|"
-    r"\bi'm\s+(?:allergic|vegetarian|vegan)\b|\bavoid\b"
-)
-_DECISION = re.compile(
-    r"\b(?:we|i)\s+(?:have\s+|'ve\s+)?(?:decided|chose|chosen|picked|agreed|settled|committed)\b|"
-    r"\b(?:we|i)(?:'ll| will| are going to|'re going to)\s+(?:go with|use|pick|choose|keep|switch to|stick with|book)\b|"
-    r"\blet's\s+(?:go with|use|pick|choose|keep|stick with|switch to|book|do)\b|\b(?:the\s+)?decision\s+is\b|"
-    r"\bgo(?:ing)? with\b|\binstead of\b|\bconfirmed\b|\bfinal(?:ly)?\s+(?:choice|answer|plan)\b"
-)
+_PREFERENCE = re.compile("|".join((
+    r"\b(?:i|we)(?:'d| would)?\s+(?:really\s+|much\s+|rather\s+|strongly\s+)?(?:prefer|like|love|hate|dislike|want|"
+    r"need|favou?r)\b",
+    r"\b(?:i|we)(?:'d| would)\s+(?:much\s+)?(?:rather|go for|opt for)\b",
+    r"\b(?:i|we)\s+(?:don't|do not|never)\s+(?:like|want|use)\b|\bi\s+(?:can't|cannot)\s+stand\b",
+    r"\b(?:i'm|i am)\s+(?:not\s+)?(?:a\s+(?:big\s+|huge\s+)?fan\s+of|more of an?)\b",
+    r"\bplease\s+(?:always|never|don't|do not|keep|avoid|use)\b",
+    r"\b(?:always|never)\s+(?:use|write|put|add|run|call|include|send|commit|push|take|book|choose|pick|fly|order)\b",
+    r"\b(?:i|we)\s+(?:usually|normally|generally|tend to)\s+(?:go for|pick|choose|take|book|use|order|fly|sit)\b",
+    r"\bmy\s+(?:preference|preferred|favou?rite|go-to)\b|\bi'm\s+(?:allergic|vegetarian|vegan)\b|\bavoid\b",
+    # "Don't use emojis", "Keep it under a page": a standing instruction opening the sentence
+    r"^(?:don't|do not|never)\s+(?:use|add|write|include|send|put|mention|call me)\b",
+    r"^keep\s+(?:it|them|answers|replies|responses|everything)\s+(?:under|below|short|brief|concise|simple|to)\b",
+    r"\b(?:no more than|at most)\s+\d+\s+[a-z]+",
+    # "Aisle seats please": a short noun phrase opening the sentence, then "please"
+    r"^(?!(?:can|could|would|will|you|yes|no|ok|okay|and|so|but|then|thanks|cc)\b)[a-z][\w-]*(?:\s+[\w-]+)?,?\s+"
+    r"(?<!\bme)(?<!\bit)(?<!\bus)(?<!\bthis)(?<!\bthat)(?<!\bthem)please\b",
+    # "Tea over coffee", "trains over planes if possible": one short choice put over another
+    r"^(?!(?:it|we|i|you|they|he|she|this|that|there|game)\b)(?![\w' -]*\b(?:it|them|him|her|me|us|went|go|goes|came|"
+    r"come|got|get|ran|run|fell|took|take|hand|look|talk|think)\s+over\b)[a-z][\w'-]*(?:\s+[\w'-]+){0,2}\s+over\s+(?!(?:there|here|the|a|an|it|this|that|and|time|again|to)\b)"
+    r"[\w'-]+(?:\s+[\w'-]+){0,1}(?:,?\s+(?:if possible|please|any day|every time))?\s*[.!]?$",
+    # "use ISO dates in everything you write for me": a standing instruction
+    r"\b(?:use|write|format|give|show|call)\b[^\n]{0,160}?\b(?:for me|from now on|going forward|in everything|"
+    r"every time)\b",
+)))
+_DECISION = re.compile("|".join((
+    r"\b(?:we|i)\s+(?:have\s+|'ve\s+)?(?:decided|chose|chosen|picked|agreed|settled|committed)\b",
+    r"\b(?:we|i)(?:'ll| will| are going to|'re going to)\s+(?:go with|go for|use|pick|choose|keep|switch to|"
+    r"stick with|book|take the|opt for|settle on|lock in)\b",
+    r"\blet's\s+(?:go with|go for|use|pick|choose|keep|stick with|switch to|book|do|lock in|settle on|opt for|"
+    r"make it)\b",
+    r"\b(?:we're|we are|i'm|i am)\s+(?:switching|moving|migrating)\s+to\b",
+    r"\b(?:the\s+)?decision\s+is\b|\bgo(?:ing)? with\b|\binstead of\b|\bconfirmed\b|\bthe winner is\b",
+    r"\bfinal(?:ly)?\s+(?:choice|answer|plan)\b|\bstandardi[sz](?:e|ed|ing)\s+on\b|^settled on\b|"
+    r"\block(?:ing|ed)?\s+in\s+the\b",
+    # "approved: the second quote", "final decision: we fly": a label opening the sentence
+    r"^(?:final\s+)?(?:approved|decided|agreed|decision|chosen|selected|verdict|done deal)\b[\w ]{0,12}:",
+    # "pick the larger one", "book the early train": an imperative choice opening the sentence
+    r"^(?:(?:ok|okay|then|so),?\s+)?(?:pick|choose|go for|opt for|book)\s+the\s",
+    # "OK, the blue one then.", "yes, the corner room": the answer to a choice, a sentence of its own
+    r"^(?:yes|yep|yeah|ok|okay|fine|right|alright),?\s+(?!(?:thanks|thank you|whatever|so|and|bye|see you|talk|good|great|"
+    r"cool|sure|no|yes|not)\b)(?:the\s+)?[\w'-]+(?:\s+[\w'-]+){0,3},?\s+then\s*[.!]?$",
+    r"^(?:yes|yep|yeah|ok|okay|fine|alright),?\s+the\s+(?:[\w'-]+\s+){0,3}(?:one|option|version|plan)\s*[.!]?$",
+    # "Plan C it is", "the blue one wins": a short subject, then the verdict, then the clause ends
+    r"^(?!(?:how|what|where|wherever|whatever|as|that|so|because|when|if|nobody|no one|everyone)\b)"
+    r"[\w'-]+(?:\s+[\w'-]+){0,3}(?<!what)(?<!how)(?<!\bas)(?<!where)(?<!that)(?<!which)\s+(?:it is|wins)\s*"
+    r"(?:[,.;!:—-]|$)",
+)))
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[a-z]+")
 
@@ -84,7 +142,7 @@ _WORD = re.compile(r"[a-z]+")
 # --- paths -----------------------------------------------------------------------------------------
 
 def _file_spans(text: str, low: str | None) -> list[Span]:
-    spans = _spans((_FILE, _DIR_PATH, _ROOTED_PATH), text, low) + _single_dirs(text)
+    spans = _spans((_FILE, _DIR_PATH, _ROOTED_PATH, _WINDOWS_PATH), text, low) + _single_dirs(text)
     out = []
     for start, end, value in _trimmed(_ordered(spans)):
         if not _LETTER.search(value) or value.lower() in _NOT_IDS:
@@ -117,7 +175,7 @@ def _single_dirs(text: str) -> list[Span]:
 
 # --- table headers ---------------------------------------------------------------------------------
 
-def _column_spans(text: str, low: str | None, tables: int) -> list[Span]:
+def _column_spans(text: str, low: str | None, tables: int, words: Words = None) -> list[Span]:
     out: list[Span] = []
     lowered = low if low is not None else text.lower()
     listed = "col" in lowered or "field" in lowered or "header" in lowered
@@ -131,6 +189,9 @@ def _column_spans(text: str, low: str | None, tables: int) -> list[Span]:
         for match in _matches(_JSON_COLUMNS, text, low):
             start, end = match.span("v")
             out.append((start, end, ", ".join(_column_items(text[start:end]))))
+    for match in _run(_HOLDER_LIST, text, None, words):
+        start, end = match.span("v")
+        out.append((start, end, ", ".join(_column_items(text[start:end]))))
     if "\n" in text:
         out.extend(_header_rows(text, tables))
     return _ordered(out)
@@ -180,6 +241,11 @@ def _header_cells(line: str, previous: str, following: str) -> list[str] | None:
         cells = _ALIGNED_SPLIT.split(stripped)
         if len(cells) >= 3 and all(_ALIGNED_CELL.match(c) for c in cells) and following.strip():
             return cells
+        # a data frame's header: lower-case names over a row of as many values (or one more, its index)
+        row = _ALIGNED_SPLIT.split(following.strip())
+        if len(cells) >= 3 and all(_LOWER_CELL.match(c) for c in cells) and len(row) in (len(cells), len(cells) + 1) \
+                and _DIGIT.search(following):
+            return cells
     return None
 
 
@@ -194,10 +260,10 @@ def _tokens_in(text: str, tables: int) -> dict[str, list[str]]:
     words = set(_WORD.findall(low if low is not None else text.lower()))
     passes: tuple[tuple[str, Callable[[], list[Span]]], ...] = (
         ("url", lambda: _trimmed(_spans((_URL,), text, low), ".,;:!?")),
-        ("columns", lambda: _column_spans(text, low, tables)),
+        ("columns", lambda: _column_spans(text, low, tables, words)),
         ("file", lambda: _file_spans(text, low)),
         ("date", lambda: _date_spans(text, digits, words)),
-        ("id", lambda: _id_spans(text, low, digits, words)),
+        ("id", lambda: _ordered(_id_spans(text, low, digits, words) + _model_spans(text, digits))),
         ("number", lambda: _number_spans(text, low, digits, words)),
         ("commit", lambda: _commit_spans(text) if digits else []),
         ("name", lambda: _name_spans(text)),
@@ -238,5 +304,5 @@ def _error_lines(text: str) -> list[str]:
 
 
 def _stated(text: str, pattern: re.Pattern[str]) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text)
-            if s.strip() and not s.strip().endswith("?") and pattern.search(s.lower())]
+    sentences = (s.strip() for s in _SENTENCE.split(text))
+    return [s for s in sentences if s and not s.endswith("?") and pattern.search(s.lower())]

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .anchor_scan import Span, _run, _scan
+from .anchor_scan import Span, _ordered, _run, _scan
 
 _UP = "A-ZÀ-ÖØ-Þ"
 _LO = "a-zß-öø-ÿ"
 _CAP_WORD = rf"[{_UP}](?:'[{_UP}])?[{_LO}]+(?:[{_UP}][{_LO}]*)*(?:-[{_UP}][{_LO}]+)?"
 _NAME_RUN = _scan(
-    rf"[{_UP}](?<![\w.@/#$&-].){_CAP_WORD[len(_UP) + 2:]}"
+    rf"[{_UP}](?<![\w.@/#$&-].)(?:{_CAP_WORD[len(_UP) + 2:]}|[A-Z]{{1,4}}(?= {_CAP_WORD}))"
     rf"(?:[ ](?:(?:of the|van der|van den|von der|de la|de los|de las|da|de|do|dos|das|del|della|di|du|des|van|von|der|den|ten|la|le|los|las|el|al|bin|of|&)"
     rf"[ ])?(?:{_CAP_WORD}|[A-Z]{{2,5}}(?![\w'’])))*(?![\w@-]|\.\w)")
 
@@ -28,7 +28,17 @@ _LEGAL_FORMS = frozenset(("LLC", "AG", "SA", "BV", "NV", "SE", "PLC", "LTD", "IN
 _LOG_LEVEL = re.compile(r"\b(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|FATAL|CRITICAL)\b")
 _PREV_WORD = re.compile(r"([A-Za-z]+)([^\w]{0,4})$")
 _NAME_FOLLOWER = re.compile(r"(?:'s|’s|\s+(?:said|says|wrote|writes|asked|asks|replied|mentioned|suggested|"
-                            r"confirmed|agreed|thinks|thought|recommended|recommends|proposed|approved))\b")
+                            r"confirmed|agreed|thinks|thought|recommended|recommends|proposed|approved|vs|versus|"
+                            # a place's or an organisation's own noun: "the Leiden office"
+                            r"campus|office|offices|branch|headquarters|hq|site|plant|factory|warehouse|depot|"
+                            r"airport|station|harbour|harbor|university|hospital|clinic|stadium|venue|team))\b")
+_COPULAS = frozenset(("is", "are", "was", "were", "be", "become", "becomes"))
+# Field labels before one capitalised value: "city": "Leiden", owner: Marta
+_FIELD_LABELS = frozenset(("location", "city", "town", "country", "place", "destination", "origin", "venue", "name",
+                           "author", "assignee", "owner", "reporter", "vendor", "company", "organisation",
+                           "organization", "employer", "manufacturer", "sender", "recipient", "contact"))
+_POSTCODE_LINE = re.compile(r"(?:^|\n|, )[ \t]*(?:[A-Z]{1,2}-)?\d{4,5} $")  # 2511 Leiden: an address's town
+_COPIED = re.compile(r"\b(?:b?cc)\b:?\s+(?P<v>[a-z][a-z'’-]+(?: [a-z][a-z'’-]+)?)")  # cc jo o'neill
 _SENTENCE_END = frozenset(".!?:;\n\"'(*-•>|")
 # Words before one capitalised word that make it a name.
 _NAME_MARKERS = frozenset((
@@ -42,7 +52,11 @@ _NAME_MARKERS = frozenset((
     "cafe", "airline", "airport", "station", "city", "town", "village", "country", "island", "neighbourhood",
     "neighborhood", "district", "brand", "platform", "tool", "library", "framework", "product", "app", "sister",
     "brother", "mother", "father", "mom", "mum", "dad", "wife", "husband", "partner", "son", "daughter", "friend",
-    "cousin", "aunt", "uncle", "niece", "nephew", "grandma", "grandpa", "neighbour", "neighbor", "roommate",
+    "cousin", "aunt", "uncle", "niece", "nephew", "grandma", "grandpa", "neighbour", "neighbor", "roommate", "vs",
+    "versus", "between", "than",
+    # verbs whose object is a product or a service: "we use Basecamp", "evaluating Nomad"
+    "use", "using", "uses", "used", "adopt", "adopted", "adopting", "evaluate", "evaluating", "evaluated", "install",
+    "installed", "installing", "recommend", "recommended", "prefer", "preferred", "choose", "chose", "pick", "picked",
 ))
 _GREETINGS = frozenset(("hi", "hello", "hey", "dear", "thanks", "thank", "thx", "cc", "bcc"))
 _SIGN_OFFS = frozenset(("best", "regards", "cheers", "thanks", "sincerely", "br", "kr", "yours", "love", "warmly"))
@@ -82,7 +96,7 @@ least many much few several very too quite rather bit lot one two three four fiv
 hope thing things stuff way ways time times people person team everyone's let's it's that's what's here's
 there's today's tomorrow's yesterday's dm pm dr mr mrs ms prof st mt product design engineering marketing
 sales finance legal support security ops infra management leadership customer customers client clients manager
-boss mom dad mum everybody folks guys
+boss mom dad mum everybody folks guys lgtm asap eod eta tldr imo imho afaik iirc ptal wip tbd nvm omg lol
 """.split())
 
 
@@ -98,6 +112,21 @@ def _name_spans(text: str) -> list[Span]:
                 continue
             out.append((start, end, text[start:end]))
             last_end = end
+    return _ordered(out + _copied(text))
+
+
+def _copied(text: str) -> list[Span]:
+    """The people a message is copied to, written in lower case: "cc jo o'neill"."""
+    out: list[Span] = []
+    if "cc" not in text:
+        return out
+    for match in _COPIED.finditer(text):
+        words = match.group("v").split(" ")
+        while words and words[-1] in _NOT_NAME:
+            words.pop()
+        if words and not any(w in _NOT_NAME for w in words):
+            start = match.start("v")
+            out.append((start, start + len(" ".join(words)), " ".join(words)))
     return out
 
 
@@ -107,9 +136,12 @@ def _name_parts(match: re.Match[str]) -> Iterator[tuple[int, int, int, bool]]:
     the word cut before it marks a name ("With Priya", "Dear Kenji")."""
     pos, start, marked = match.start(), match.start(), False
     words: list[str] = []
-    for word in [*match.group(0).split(" "), "."]:
-        lower = word.lower()
-        if word == "." or word[0].isupper() and lower in _NOT_NAME or word.isupper() and word not in _LEGAL_FORMS:
+    run = [*match.group(0).split(" "), "."]
+    for at, word in enumerate(run):
+        lower, following = word.lower(), run[at + 1] if at + 1 < len(run) else ""
+        if word in _LEGAL_FORMS and words:
+            words.append(word)
+        elif word == "." or word[0].isupper() and lower in _NOT_NAME or word.isupper() and not _leads(word, following):
             while words and words[0] in _CONNECTORS:
                 start += len(words.pop(0)) + 1
             while words and words[-1] in _CONNECTORS:
@@ -120,6 +152,12 @@ def _name_parts(match: re.Match[str]) -> Iterator[tuple[int, int, int, bool]]:
         else:
             words.append(word)
         pos += len(word) + 1
+
+
+def _leads(word: str, following: str) -> bool:
+    """Whether an all-caps word opens a name with the capitalised word after it ("ETH Zurich")."""
+    return (word.lower() not in _NOT_NAME and following[:1].isupper() and not following.isupper()
+            and following.lower() not in _NOT_NAME)
 
 
 def _line_at(text: str, at: int, reach: int = 300) -> str:
@@ -151,10 +189,16 @@ def _marked(text: str, start: int, end: int, last_end: int) -> bool:
         return True  # "with Kenji and Priya"
     if _NAME_FOLLOWER.match(text, end) and not (_sentence_initial(text, start) and text[end:end + 1] in "'’"):
         return True  # "Priya said", "Priya's" (not "Today's" at a sentence start)
+    if _POSTCODE_LINE.search(text, max(0, start - 12), start):
+        return True  # "2511 Leiden" on an address's line
     previous = _PREV_WORD.search(text, max(0, start - 24), start)
     if previous is None:
         return False
     word, sep = previous.group(1).lower(), previous.group(2)
+    if word in _FIELD_LABELS and sep.replace('"', "").replace("'", "").strip() in (":", "="):
+        return True  # "city": "Leiden", owner: Marta
+    if word in _COPULAS and sep == " ":
+        return text[end:end + 2] == " ("  # "the nearest is Leiden (eu-west-2)", not "the status is Pending"
     if word not in _NAME_MARKERS and word not in _SIGN_OFFS:
         return False
     if sep.strip(" ") == "":

@@ -5,29 +5,46 @@ Guarantees:
 - ``extract_anchors`` reads each message's own text (its content and tool-call arguments; never a
   summary, never image data) and yields, per message, anchors of these kinds (``KINDS``):
   - ``url``: links and storage or connection URIs (``https://…``, ``s3://bucket/prefix``, ``gs://…``);
-  - ``file``: file paths and directories, a single-level one only with its trailing slash (``data/``);
+  - ``file``: file paths and directories, a single-level one only with its trailing slash (``data/``),
+    Windows paths (``D:\\builds\\out``);
   - ``columns``: one list per table header (``columns: a, b``, a CSV/TSV header, a markdown table
-    header row, an aligned ``NAME  STATUS`` header), its names joined with ``", "``;
+    header row, an aligned ``NAME  STATUS`` header, a data frame's lower-case header over its rows,
+    ``the sheet has Owner, Due Date, Cost``), its names joined with ``", "``;
   - ``date``: dates as people write them (``14 March 2026``, ``Mar 14th``, ``the 14th of March``,
     ``14/03/2026``, ``on 03/14``, ``March 2026``, ``Q3 2026``, ``FY26``, ``next Tuesday``,
-    ``by June``, ``mid-2026``); vague words (``tomorrow``, ``next week``) and a weekday or a month on
-    its own are not values;
+    ``by June``, ``mid-2026``, ``the third of May``); vague words (``tomorrow``, ``next week``) and a
+    weekday or a month on its own are not values;
   - ``id``: identifiers — snake/camel/Pascal/dotted names, ticket keys (``OPS-4790``), versions,
     hostnames, IP addresses, e-mail addresses, chat channels (``#sre-oncall``), hardware and model
     ids (``r6i.4xlarge``, ``A100-80GB``, ``gpt-4o-mini``), kebab names with a digit or three parts,
     a value after a label word (``bucket acme-logs-prod``, ``flag checkout-v2``) and back-ticked code;
+    codes of capitals and digits (``K7PX2Q``), UUIDs, ARNs and URNs, IBANs, hyphenated digit groups
+    of nine digits or more, phone numbers in ``+`` form, UK postcodes, flight numbers after
+    ``flight``, ``#412`` (not a colour), the name on a listing's timestamped line; products with
+    their model (``Garmin Forerunner 265``, ``HP ProLiant DL380``, ``Netgear GS308E``, ``Zyxel
+    XGS-Lite``, ``Lenovo ThinkPad Carbon``), version ranges (``Node 18.2 to 20.1``) and constraints
+    (``~> 5.2``, ``lib>=2.1,<3``);
   - ``number``: a number with what it counts — money (``$25k``, ``€1.2M``, ``USD 1,200``,
     ``25 thousand dollars``, ``twelve hundred euros``), quantities with a unit-like noun
-    (``3-5 days``, ``12 replicas``, ``€120/night``), ``port 8443``, clock times, and ISO dates and
-    timestamps (machine-written, they stay numbers as they always were);
+    (``3-5 days``, ``12 replicas``, ``€120/night``, ``55-inch``), a unit written on the number
+    (``7200rpm``), a count of ten or more (or with decimals) of a plural noun that ends its clause
+    (``40 crates,``), money under a money key (``"total_due": 99.90``), ``port 8443``, clock times,
+    and ISO dates and timestamps (machine-written, they stay numbers as they always were);
   - ``name``: people, places, organisations and products — a run of two or more capitalised words
     (connectors such as ``da``, ``of the``, ``&`` inside), or one capitalised word when context marks
-    it as a name (``with Priya``, ``vendor Fastly``, ``my sister Ines``, ``Hi Priya,``, ``Kenji said``).
+    it as a name (``with Priya``, ``vendor Fastly``, ``my sister Ines``, ``Hi Priya,``, ``Kenji said``,
+    ``Jenkins vs Buildkite``, ``between Podman and Colima``, ``cheaper than Scaleway``, ``we use
+    Obsidian``, ``the Leiden office``, ``"city": "Leiden"``, ``2511 Leiden`` in an address); an
+    acronym may open a name (``MIT Press``), a legal form close it (``Nordby AS``); the people after
+    ``cc`` even in lower case (``cc jo o'neill``).
     A run is cut at common words, so a sentence's first word (``Anyway``, ``Booked``) never joins
     the name after it; weekdays and months are never names (``Monday`` alone is nothing); nothing is
     taken from a markdown heading, a log line (``INFO``, ``ERROR``) or a column-aligned header;
   - ``commit``: commit hashes; ``error``: whole error lines;
-  - from the user's messages only, ``preference`` and ``decision``: the sentences stating them.
+  - from the user's messages only, ``preference`` and ``decision``: the sentences stating them
+    (``I'd rather have X than Y``, ``X please``, ``X over Y``, ``not a fan of X``, ``don't use X``,
+    ``X it is``, ``X wins``, ``pick the X``, ``OK, X then``, ``let's lock in X``, ``approved: X``,
+    ``we're standardising on X``).
   Within a kind, anchors come in order of appearance; a character belongs to one anchor at most
   (claimed in the order url, columns, file, date, id, number, commit, name). Each value is
   redacted (a credential never becomes an anchor) and at most ``MAX_VALUE_CHARS`` long; a message
@@ -48,7 +65,8 @@ Guarantees:
 - Pure; no I/O.
 
 This module holds the index itself; the finders live beside it: ``anchor_scan`` (how a pattern is
-run), ``anchor_dates``, ``anchor_names``, ``anchor_ids`` (identifiers, numbers, commits) and
+run), ``anchor_dates``, ``anchor_names``, ``anchor_ids`` (identifiers, numbers, commits), ``anchor_models``
+(products with their models, version ranges and constraints) and
 ``anchor_extract`` (links, paths, table headers, error lines, statements, and the pass that runs
 every finder over one text).
 """
