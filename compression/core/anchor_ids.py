@@ -78,7 +78,7 @@ _KEBAB_STOP = frozenset(("to", "of", "the", "a", "an", "on", "in", "and", "or", 
 _NOT_IDS = frozenset(("e.g", "i.e", "a.k.a", "etc", "n/a", "w/o", "and/or", "24/7", "p.s"))
 _C_DIRECTIVES = frozenset(("include", "define", "ifdef", "ifndef", "endif", "pragma", "import", "region",
                            "endregion", "undef", "elif", "else", "error", "warning", "line"))
-_UNIT_WORD = re.compile(r"[kKMGT]?(?:Wh|W|Hz|B|iB|b|bps)|mAh|MiB|GiB|KiB|TiB")
+_UNIT_WORD = re.compile(r"[kKMGT]?(?:Wh|W|Hz|B|iB|b|bps)|mAh")  # kWh, MiB, Gbps
 _HEX_COLOUR = re.compile(r"#(?:[0-9a-f]{3}|[0-9a-f]{6}|[0-9a-f]{8})")
 
 # --- numbers ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .anchor_ids import _AMOUNT, _CODE_FIRST, _COUNT_LABELS
+from .anchor_ids import _AMOUNT, _CODE_FIRST, _COUNT_LABELS, _YEAR
 from .anchor_names import _NOT_NAME, _SENTENCE_END
 from .anchor_scan import Span, _ordered, _run, _scan
 
@@ -28,7 +28,6 @@ _MODEL = _scan(
     r"(?![\w@+-]|[.,'’]\w)")
 _MIXED_CASE = re.compile(r"[A-Z][a-z]+[A-Z][a-z]+|[a-z][A-Z][a-z]+")  # ThinkPad, iPad (not GmbH)
 _PLAIN_WORD = re.compile(r"[A-Z][a-z]+")
-_YEAR = re.compile(r"(?:19|20)\d\d")
 _VERSION_RANGE = _scan(
     r"[A-Z](?<![\w.-].)[A-Za-z]+ v?\d+\.\d+(?:\.\d+)* (?:to|->|→|and|or) v?\d+\.\d+(?:\.\d+)*(?![\w.]|\.\d)",
     gate=re.compile(r"\d\.\d"))
