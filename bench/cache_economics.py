@@ -75,13 +75,15 @@ cacheable length, the 20-position lookback, the 4-breakpoint limit and that one-
 ``--timing off|on|both`` replays with cache-aware compaction timing off, on, or each way (a
 strategy run with it on is labelled ``name+timing``; ratios stay against ``system_and_3`` with it
 off). Only ``off`` runs until the product has that setting (``replay.TIMING_SETTING``).
+``--idle-when due_this_turn|at_share`` picks the timing's idle rule
+(``compression.idle_compaction_when``; default: the product's).
 
 The parts live in bench/economics/: ``workload``, ``scenarios`` and ``texts`` (the workloads),
 ``accounting`` (costs, the lower bound, re-warm), ``replay`` (the agent loop against the recording
 simulator), ``report`` (the headline) and ``table`` (the detail).
 
 Run: .venv/bin/python bench/cache_economics.py [--workloads all] [--seeds 3] [--turns 160]
-     [--strategies none,system_and_3,...] [--jobs 2] [--detail] [--timing off]
+     [--strategies none,system_and_3,...] [--jobs 2] [--detail] [--timing off] [--idle-when at_share]
 Targets (in the detail), per workload and seed, under the documented rules: system_and_3 <= 25 %
 of the no-cache input cost; the best strategy >= 15 % cheaper than system_and_3 with no more
 compressions.
@@ -132,6 +134,7 @@ from bench.economics.workload import (  # noqa: E402
     build_workload,
     make_workload,
 )
+from compression.core.compaction_timing import DEFAULT_IDLE_WHEN, IDLE_WHEN_CHOICES  # noqa: E402
 
 # What the tests take from here.
 __all__ = ["MODEL", "MODES", "PAUSE_PATTERNS", "WORKLOADS", "Call", "UserTurn", "Workload", "_quiet",
@@ -148,14 +151,15 @@ def _load() -> str:
 
 
 def _run_all(tasks: list[tuple[str, int, str, bool]], loads: dict[tuple[str, int], Workload], turns: int,
-             jobs: int, out: Callable[[str], None] | None) -> dict[tuple[str, int, str, bool], dict[str, Any]]:
+             jobs: int, out: Callable[[str], None] | None,
+             idle_when: str | None = None) -> dict[tuple[str, int, str, bool], dict[str, Any]]:
     """Every (workload, seed, spec, timing) replay: in ``jobs`` worker processes (each with its own
     throwaway database; the replays are independent), or here when ``jobs`` is 1."""
     if jobs > 1 and len(tasks) > 1:
         ctx = multiprocessing.get_context("spawn")
         done = {}
         with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
-            futures = {pool.submit(_replay_in_worker, spec, turns, w, seed, timing): (w, seed, spec, timing)
+            futures = {pool.submit(_replay_in_worker, spec, turns, w, seed, timing, idle_when): (w, seed, spec, timing)
                        for w, seed, spec, timing in tasks}
             for future in concurrent.futures.as_completed(futures):
                 key = futures[future]
@@ -166,13 +170,14 @@ def _run_all(tasks: list[tuple[str, int, str, bool]], loads: dict[tuple[str, int
         return done
     _ensure_django()
     _quiet()
-    return {(w, seed, spec, timing): replay(spec, loads[(w, seed)], progress=out, timing=timing)
+    return {(w, seed, spec, timing): replay(spec, loads[(w, seed)], progress=out, timing=timing, idle_when=idle_when)
             for w, seed, spec, timing in tasks}
 
 
 def main(turns: int = DEFAULT_TURNS, strategies: Sequence[str] = DEFAULT_STRATEGIES,
          workloads: Sequence[str] = DEFAULT_WORKLOADS, out: Callable[[str], None] | None = print,
-         jobs: int = 1, seeds: int = 1, detail: bool = False, timing: str = "off") -> dict[str, Any]:
+         jobs: int = 1, seeds: int = 1, detail: bool = False, timing: str = "off",
+         idle_when: str | None = None) -> dict[str, Any]:
     """Replay seeds 1..``seeds`` of each workload once per strategy (and per ``timing`` setting);
     print the headline per workload and the summary (unless ``out`` is None), with ``detail`` the
     per-seed tables too. Returns ``{"runs": {workload: {seed: {label: result}}}, "workloads_by_seed":
@@ -187,12 +192,13 @@ def main(turns: int = DEFAULT_TURNS, strategies: Sequence[str] = DEFAULT_STRATEG
     started, load_start = time.perf_counter(), _load()
     if out:
         out(f"cache economics, {time.strftime('%Y-%m-%d %H:%M')}: {len(workloads)} workloads x {seeds} seeds x "
-            f"{len(strategies)} strategies, {turns} turns, {jobs} jobs, timing {timing}; load average at start "
+            f"{len(strategies)} strategies, {turns} turns, {jobs} jobs, timing {timing}"
+            f"{f' ({idle_when or DEFAULT_IDLE_WHEN})' if timing != 'off' else ''}; load average at start "
             f"{load_start}")
     seed_list = range(1, seeds + 1)
     loads = {(w, s): make_workload(w, s, turns) for w in workloads for s in seed_list}
     tasks = [(w, s, spec, t) for w in workloads for s in seed_list for t in TIMINGS[timing] for spec in strategies]
-    done = _run_all(tasks, loads, turns, jobs, out)
+    done = _run_all(tasks, loads, turns, jobs, out, idle_when)
     runs = {w: {s: {label(spec, t): done[(w, s, spec, t)] for t in TIMINGS[timing] for spec in strategies}
                 for s in seed_list} for w in workloads}
     by_seed = {w: {s: loads[(w, s)] for s in seed_list} for w in workloads}
@@ -251,6 +257,9 @@ if __name__ == "__main__":
                         help="cache-aware compaction timing: off (today's only choice); on and both (each "
                              "strategy both ways) become available when the product has cache-aware "
                              "compaction timing")
+    parser.add_argument("--idle-when", choices=IDLE_WHEN_CHOICES, default=None,
+                        help="which cold returns compact when the timing is on (compression.idle_compaction_when; "
+                             f"default: the product's, {DEFAULT_IDLE_WHEN})")
     args = parser.parse_args()
     if args.timing != "off" and replay_mod.TIMING_SETTING is None:
         parser.error("--timing on/both needs cache-aware compaction timing in the product; only off runs today")
@@ -258,4 +267,4 @@ if __name__ == "__main__":
         parser.error("--seeds, --turns and --jobs must be at least 1")
     main(turns=args.turns, strategies=[s for s in args.strategies.split(",") if s],
          workloads=_names(args.workloads, WORKLOADS, "workloads", parser), jobs=args.jobs, seeds=args.seeds,
-         detail=args.detail, timing=args.timing)
+         detail=args.detail, timing=args.timing, idle_when=args.idle_when)

@@ -23,8 +23,9 @@ tokens after ≥ 3 compactions; the tools ≤ 50 ms p50.
 ``--exam independent`` plays the independent exam instead (``bench/exam_independent/``, scored
 by ``bench/fidelity_independent.py``: closed- and open-book on the planting message's reference,
 both question wordings, three padding seeds, anchor precision); its options are ``--seeds``,
-``--conversations``, ``--timing off|on|both`` (cache-aware compaction timing) and ``--pauses``
-(none, or a cache-economics workload's pauses between the turns); ``--grader``, ``--shapes`` and the latency options are the fidelity exam's.
+``--conversations``, ``--timing off|on|both`` (cache-aware compaction timing), ``--idle-when``
+(its idle rule, ``compression.idle_compaction_when``) and ``--pauses`` (none, or a cache-economics
+workload's pauses between the turns); ``--grader``, ``--shapes`` and the latency options are the fidelity exam's.
 
 Run: .venv/bin/python bench/fidelity.py [--quick] [--no-postgres] [--postgres-url URL] [--grader simulator]
      .venv/bin/python bench/fidelity.py --exam independent [--quick] [--seeds 1 2 3] [--jobs 1]
@@ -45,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import fidelity_independent, fidelity_latency
 from bench.fidelity_conversations import SHAPES, Conversation, build_conversation
+from compression.core.compaction_timing import DEFAULT_IDLE_WHEN, IDLE_WHEN_CHOICES
 
 MODEL = "sim-claude-64k"
 ENGINES = ("compressor", "lcm")
@@ -260,6 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pauses", choices=fidelity_independent.PAUSE_CHOICES, default="none",
                         help="independent exam: the pauses between turns: none (default), or a cache-economics "
                              "workload's at the exam's seed, played on a simulated clock")
+    parser.add_argument("--idle-when", choices=IDLE_WHEN_CHOICES, default=None,
+                        help="independent exam: which cold returns compact when the timing is on "
+                             "(compression.idle_compaction_when; default: the product's, "
+                             f"{DEFAULT_IDLE_WHEN})")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="conversations played at once, each in its own process and database")
     return parser
@@ -268,11 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.exam != "independent" and (args.timing != "off" or args.pauses != "none"):
-        parser.error("--timing and --pauses are options of --exam independent")
+    if args.exam != "independent" and (args.timing != "off" or args.pauses != "none" or args.idle_when):
+        parser.error("--timing, --pauses and --idle-when are options of --exam independent")
     if args.exam == "independent":
         return fidelity_independent.main(quick=args.quick, seeds=args.seeds, conversations=args.conversations,
-                                         jobs=args.jobs, timing=args.timing, pauses=args.pauses)
+                                         jobs=args.jobs, timing=args.timing, pauses=args.pauses,
+                                         idle_when=args.idle_when)
     shapes = args.shapes or (QUICK["shapes"] if args.quick else tuple(SHAPES))
     sizes = {"facts": QUICK["facts"], "target_tokens": QUICK["target_tokens"]} if args.quick else {}
     n_latency = args.latency_messages or (QUICK["latency_messages"] if args.quick else fidelity_latency.MESSAGES)

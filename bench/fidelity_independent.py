@@ -148,7 +148,7 @@ def _context_of(session, planting_texts: Mapping[str, str]) -> Context:
     return Context(live, tuple(anchors))
 
 
-def play(script: Script, exam: Exam, engine_name: str, *, timing: bool = False,
+def play(script: Script, exam: Exam, engine_name: str, *, timing: bool = False, idle_when: str | None = None,
          pauses: Sequence[float] | None = None) -> tuple[Run, int, str]:
     """Play ``script`` through the agent loop with ``engine_name``, then score every fact; with
     ``pauses`` (seconds before each turn) on a clock moved forward by them, and with cache-aware
@@ -164,7 +164,8 @@ def play(script: Script, exam: Exam, engine_name: str, *, timing: bool = False,
     started = time.perf_counter()
     name = independent_timing.label(engine_name, timing)
     with independent_timing.timed_stage(engine_name, f"exam-{script.shape}-{engine_name}-{script.seed}", MODEL,
-                                        timing=timing, paused=pauses is not None) as (stage, sim_clock):
+                                        timing=timing, paused=pauses is not None,
+                                        idle_when=idle_when) as (stage, sim_clock):
         user, row = stage.user, stage.conversation
         failed = 0
         planting: dict[str, Message | None] = {}
@@ -222,7 +223,8 @@ def play(script: Script, exam: Exam, engine_name: str, *, timing: bool = False,
     return run, idle, cache
 
 
-Job = tuple[str, str, int, Padding, bool, str]  # conversation, engine, seed, padding, timing, pauses
+# conversation, engine, seed, padding, timing, pauses, the idle rule (None: the product's default)
+Job = tuple[str, str, int, Padding, bool, str, str | None]
 
 
 def _run_job(job: Job) -> tuple[Run, int, str]:
@@ -230,13 +232,13 @@ def _run_job(job: Job) -> tuple[Run, int, str]:
     throwaway database)."""
     from bench import fidelity_latency
 
-    shape, engine, seed, padding, timing, pauses = job
+    shape, engine, seed, padding, timing, pauses, idle_when = job
     _ensure_django()
     fidelity_latency.quiet()
     exam = load_exam(shape)
     script = build_script(exam, seed, padding)
     waits = None if pauses == "none" else pause_sequence(pauses, seed, len(script.steps))
-    run, idle, cache = play(script, exam, engine, timing=timing, pauses=waits)
+    run, idle, cache = play(script, exam, engine, timing=timing, pauses=waits, idle_when=idle_when)
     print(f"  {shape}/{run.engine}/seed {seed}: {run.turns} turns, {run.compactions} compactions "
           f"({idle} idle), {run.failed_turns} failed, {run.seconds:.0f} s", file=sys.stderr, flush=True)
     return run, idle, cache
@@ -258,9 +260,11 @@ def _ensure_django() -> None:
 # --- Running -------------------------------------------------------------------------------------
 
 def main(*, quick: bool = False, seeds: Sequence[int] | None = None, conversations: Sequence[str] | None = None,
-         jobs: int = 1, timing: str = "off", pauses: str = "none") -> dict[str, Any]:
+         jobs: int = 1, timing: str = "off", pauses: str = "none", idle_when: str | None = None) -> dict[str, Any]:
     """``timing``: off, on or both (``TIMING_CHOICES``); ``pauses``: none or a cache-economics
-    workload whose pauses are played between the turns (``PAUSE_CHOICES``)."""
+    workload whose pauses are played between the turns (``PAUSE_CHOICES``); ``idle_when``: the
+    idle rule of the runs with the timing on (``compression.idle_compaction_when``; None: the
+    product's default)."""
     if timing not in TIMING_CHOICES:
         raise ValueError(f"timing must be one of {', '.join(TIMING_CHOICES)}")
     if pauses not in PAUSE_CHOICES:
@@ -268,7 +272,7 @@ def main(*, quick: bool = False, seeds: Sequence[int] | None = None, conversatio
     shapes = tuple(conversations or (QUICK["conversations"] if quick else CONVERSATIONS))
     seeds = tuple(seeds or (QUICK["seeds"] if quick else SEEDS))
     padding = QUICK_PADDING if quick else PADDING
-    work: list[Job] = [(shape, engine, seed, padding, timed, pauses) for seed in seeds for shape in shapes
+    work: list[Job] = [(shape, engine, seed, padding, timed, pauses, idle_when) for seed in seeds for shape in shapes
                        for engine in ENGINES for timed in independent_timing.timing_variants(timing)]
     if jobs > 1:
         import multiprocessing

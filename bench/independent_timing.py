@@ -65,17 +65,18 @@ def pause_summary(pauses: Sequence[float]) -> str:
             f"{sum(p > ONE_HOUR for p in pauses)} over 1 h")
 
 
-def timing_values(on: bool) -> dict[str, Any]:
-    """The ``compression`` settings of a run with the timing ``on`` or off (defaults otherwise)."""
-    from compression.core.compaction_timing import DEFAULT_HORIZON_TURNS, DEFAULT_IDLE_SHARE
+def timing_values(on: bool, idle_when: str | None = None) -> dict[str, Any]:
+    """The ``compression`` settings of a run with the timing ``on`` or off: the idle rule
+    ``idle_when`` (None: the default), the defaults otherwise."""
+    from compression.core.compaction_timing import DEFAULT_HORIZON_TURNS, DEFAULT_IDLE_SHARE, DEFAULT_IDLE_WHEN
 
     return {"idle_compaction": on, "idle_compaction_share": DEFAULT_IDLE_SHARE,
-            "defer_horizon_turns": DEFAULT_HORIZON_TURNS}
+            "idle_compaction_when": idle_when or DEFAULT_IDLE_WHEN, "defer_horizon_turns": DEFAULT_HORIZON_TURNS}
 
 
 @contextmanager
 def timed_stage(engine_name: str, username: str, model: str, *, timing: bool,
-                paused: bool) -> Iterator[tuple[Any, Any]]:
+                paused: bool, idle_when: str | None = None) -> Iterator[tuple[Any, Any]]:
     """The exam's stage with the timing settings saved; ``paused``: on a manual clock shared by
     the simulator and the product (started at the wall time), yielded with the stage to be moved
     forward by each pause. Without pauses, today's stage on wall time and ``None`` for the clock."""
@@ -86,12 +87,12 @@ def timed_stage(engine_name: str, username: str, model: str, *, timing: bool,
 
     if not paused:
         with agent_stage(engine_name, username, model) as stage:
-            settings_store.save_group("compression", timing_values(timing))
+            settings_store.save_group("compression", timing_values(timing, idle_when))
             yield stage, None
         return
     sim_clock = SimClock(start=time.time())
     with agent_stage(engine_name, username, model, clock=sim_clock) as stage, clock.injected(sim_clock.now):
-        settings_store.save_group("compression", timing_values(timing))
+        settings_store.save_group("compression", timing_values(timing, idle_when))
         yield stage, sim_clock
 
 

@@ -110,7 +110,8 @@ class CompressionSettingsAdmin(SingletonSettingsAdmin):
     fieldsets = [
         ("When to compress", {"fields": ["enabled", "threshold", "target_ratio", "hygiene_hard_message_limit",
                                          "max_compression_attempts"], "description": APPLY_NOTE}),
-        ("When the cache is cold", {"fields": ["idle_compaction", "idle_compaction_share", "defer_horizon_turns"]}),
+        ("When the cache is cold", {"fields": ["idle_compaction", "idle_compaction_share", "idle_compaction_when",
+                                            "defer_horizon_turns"]}),
         ("What to keep", {"fields": ["protect_first_n", "protect_last_n"]}),
         ("How to store and fail", {"fields": ["in_place", "on_summary_failure"]}),
         ("Codex routes", {"fields": ["codex_gpt55_autoraise", "codex_gpt55_autoraise_notice",

@@ -114,6 +114,8 @@ class CompressionSettings(SingletonSettings):
                                              help_text=_help("compression", "codex_app_server_auto"))
     idle_compaction = models.BooleanField(default=True, help_text=_help("compression", "idle_compaction"))
     idle_compaction_share = models.FloatField(default=0.70, help_text=_help("compression", "idle_compaction_share"))
+    idle_compaction_when = models.CharField(max_length=20, default="due_this_turn",
+                                            help_text=_help("compression", "idle_compaction_when"))
     defer_horizon_turns = models.IntegerField(default=3, help_text=_help("compression", "defer_horizon_turns"))
 
     class Meta:

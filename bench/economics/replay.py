@@ -16,6 +16,7 @@ from typing import Any
 
 from bench.economics.accounting import MODES, Call, summarize
 from bench.economics.workload import MODEL, Workload, make_workload
+from compression.core.compaction_timing import DEFAULT_IDLE_WHEN
 
 CALL_SECONDS = 2.0
 # Cache-aware compaction timing (``compression.idle_compaction``, a product setting that changes
@@ -120,10 +121,11 @@ def _calls_of(rows, seen: Sequence[Seen], spec: str, billing: str) -> dict[str, 
 
 
 def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | None = None,
-           billing: str = "documented", timing: bool = False) -> dict[str, Any]:
+           billing: str = "documented", timing: bool = False, idle_when: str | None = None) -> dict[str, Any]:
     """Run the workload for one strategy spec; return, per mode, its calls and figures. The
     simulator bills in ``billing`` mode (what the product records); the other mode's figures come
-    from the second cache. ``timing``: with cache-aware compaction timing on (``TIMING_SETTING``)."""
+    from the second cache. ``timing``: with cache-aware compaction timing on (``TIMING_SETTING``);
+    ``idle_when``: its idle rule (``compression.idle_compaction_when``; None: the product's default)."""
     from django.contrib.auth import get_user_model
     from django.test import override_settings
 
@@ -154,7 +156,8 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
             settings_store.save_group("caching", {"strategy": name, "cache_ttl": ttl})
             if TIMING_SETTING is not None:
                 group, values = TIMING_SETTING
-                settings_store.save_group(group, values[timing])
+                settings_store.save_group(group, {**values[timing], **(
+                    {"idle_compaction_when": idle_when or DEFAULT_IDLE_WHEN} if timing else {})})
             user_model = get_user_model()
             user = user_model.objects.create_user(f"bench-{name}-{ttl}-{time.monotonic_ns()}", password=None)
             conversation = Conversation.objects.create(owner=user, provider="simulator", model=MODEL)
@@ -185,6 +188,7 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
     price = get_model(MODEL).price
     seconds = time.perf_counter() - started
     out: dict[str, Any] = {"spec": spec, "workload": workload.pattern, "seed": workload.seed, "timing": timing,
+                           "idle_when": (idle_when or DEFAULT_IDLE_WHEN) if timing else None,
                            "failed_turns": failed, "seconds": seconds}
     for mode, mode_calls in calls.items():
         figures = summarize(mode_calls, price, compressions=compressions)
@@ -207,9 +211,10 @@ def _light(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _replay_in_worker(spec: str, turns: int, pattern: str, seed: int = 1, timing: bool = False) -> dict[str, Any]:
+def _replay_in_worker(spec: str, turns: int, pattern: str, seed: int = 1, timing: bool = False,
+                      idle_when: str | None = None) -> dict[str, Any]:
     """One strategy on one workload (``make_workload``'s seed ``seed``) in a worker process (its own
     throwaway database)."""
     _ensure_django()
     _quiet()
-    return _light(replay(spec, make_workload(pattern, seed, turns), timing=timing))
+    return _light(replay(spec, make_workload(pattern, seed, turns), timing=timing, idle_when=idle_when))

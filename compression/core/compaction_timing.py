@@ -6,7 +6,15 @@ expired (a pause longer than its longest live entry) every token is written agai
 compaction then costs no extra rewrite. Three rules, checked before a turn's first model call:
 
 - **Idle compaction**: the conversation returns after a pause longer than its longest live cache
-  entry and the projected request is at or above ``idle_share`` of the threshold: compact now.
+  entry and the projected request is at or above ``idle_share`` of the threshold: compact now,
+  when ``idle_when`` allows it:
+
+  - ``due_this_turn`` (the default): only when the projection plus one turn's recent growth
+    reaches the threshold, so the compaction would come during this turn anyway, with the cache
+    warm again and a rewrite to pay. The compaction moves to the cold moment; none is added, and
+    the conversation keeps as much verbatim as without the timing.
+  - ``at_share``: on every such return. More compactions, each at a cold moment: the
+    conversation holds less after a break, which lowers the bill and what stays verbatim.
 - **Deferral**: the cache is warm and the projection says the threshold is near (within
   ``horizon_turns`` turns at the recent growth) but not reached: do not compact early; wait for
   the next cold moment (a break) or the threshold itself.
@@ -25,6 +33,10 @@ NONE: Literal["none"] = "none"
 
 DEFAULT_IDLE_SHARE = 0.70
 DEFAULT_HORIZON_TURNS = 3
+DUE_THIS_TURN = "due_this_turn"
+AT_SHARE = "at_share"
+IDLE_WHEN_CHOICES = (DUE_THIS_TURN, AT_SHARE)
+DEFAULT_IDLE_WHEN = DUE_THIS_TURN
 
 FIVE_MINUTES = 300.0
 ONE_HOUR = 3600.0
@@ -71,9 +83,24 @@ def _ttl_words(ttl: float) -> str:
     return "1h" if ttl >= ONE_HOUR else "5m"
 
 
+def _not_due(facts: TimingInput, share: float, idle: float) -> TimingDecision | None:
+    """``due_this_turn``: a cold return whose threshold is not reached within a turn's growth is
+    left alone (None: the compaction is due)."""
+    room = facts.threshold - facts.projected
+    if facts.growth_per_turn > 0 and room <= facts.growth_per_turn:
+        return None
+    ahead = (f"about {max(1, round(room / facts.growth_per_turn))} turns" if facts.growth_per_turn > 0
+             else "the growth per turn is not known yet")
+    return TimingDecision(NONE, f"the cache had expired, but at {share:.0%} of the threshold the compaction is "
+                                f"not due this turn ({room:,} tokens left, {ahead})", idle)
+
+
 def timing_decision(facts: TimingInput, *, idle_share: float = DEFAULT_IDLE_SHARE,
-                    horizon_turns: int = DEFAULT_HORIZON_TURNS) -> TimingDecision:
+                    horizon_turns: int = DEFAULT_HORIZON_TURNS,
+                    idle_when: str = DEFAULT_IDLE_WHEN) -> TimingDecision:
     """What the cache says about compacting before this turn (see the module's rules)."""
+    if idle_when not in IDLE_WHEN_CHOICES:
+        raise ValueError(f"idle_when must be one of {', '.join(IDLE_WHEN_CHOICES)}, not {idle_when!r}")
     if facts.threshold <= 0 or facts.ttl_seconds <= 0 or facts.last_call_at is None:
         return TimingDecision(NONE, "no prompt cache to time against")
     if facts.projected >= facts.threshold:
@@ -83,10 +110,14 @@ def timing_decision(facts: TimingInput, *, idle_share: float = DEFAULT_IDLE_SHAR
     if share < idle_share:
         return TimingDecision(NONE, f"at {share:.0%} of the threshold, below {idle_share:.0%}", idle)
     if idle > facts.ttl_seconds:
+        waiting = _not_due(facts, share, idle) if idle_when == DUE_THIS_TURN else None
+        if waiting is not None:
+            return waiting
+        due = ", due this turn" if idle_when == DUE_THIS_TURN else ""
         return TimingDecision(
             COMPACT, f"compacted on return after {_duration(idle)}: the cache had expired "
                      f"({_ttl_words(facts.ttl_seconds)} entries), and the conversation was at {share:.0%} "
-                     "of the threshold", idle)
+                     f"of the threshold{due}", idle)
     room = facts.threshold - facts.projected
     if facts.growth_per_turn > 0 and room <= horizon_turns * facts.growth_per_turn:
         turns = max(1, round(room / facts.growth_per_turn))

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from compression.core.caching import DEFAULT_STRATEGY, VALID_TTLS, available_cache_strategies
 from compression.core.codex_app_server import CODEX_APP_SERVER_MODES
+from compression.core.compaction_timing import IDLE_WHEN_CHOICES
 from compression.core.settings_schema import ConfigValueError, group_class
 from compression.core.thresholds import MINIMUM_CONTEXT_LENGTH
 
@@ -113,6 +114,15 @@ SPECS: dict[str, dict[str, FieldSpec]] = {
         "idle_compaction_share": FieldSpec("float", "0.10–0.99",
                                            "Share of the threshold from which a return after the cache expired "
                                            "compacts the conversation. Default 0.70.", _between(0.10, 0.99)),
+        "idle_compaction_when": FieldSpec("choice", "due_this_turn / at_share",
+                                          "Which cold returns at or above the idle share compact. "
+                                          "due_this_turn (default): only one whose projection plus a turn's "
+                                          "recent growth reaches the threshold, a compaction that would come "
+                                          "during the turn anyway: it moves to the cold moment, none is added "
+                                          "and as much stays verbatim as without the timing. at_share: every "
+                                          "one: more compactions, less held after a break, a lower bill and "
+                                          "less kept verbatim (README, Cache economics).",
+                                          choices=lambda: IDLE_WHEN_CHOICES),
         "defer_horizon_turns": FieldSpec("int", "0–20",
                                          "How near the threshold (in turns, at the recent growth) a warm "
                                          "conversation counts as about to compact, which the feed reports as a "

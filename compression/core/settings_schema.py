@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from compression.core.caching import DEFAULT_STRATEGY
+from compression.core.compaction_timing import DEFAULT_IDLE_WHEN
 from compression.core.registry import BUILTIN_ENGINE
 
 # --- Config objects -----------------------------------------------------------------------------
@@ -36,6 +37,7 @@ class CompressionConfig:
     codex_app_server_auto: str = "native"
     idle_compaction: bool = True
     idle_compaction_share: float = 0.70
+    idle_compaction_when: str = DEFAULT_IDLE_WHEN
     defer_horizon_turns: int = 3
 
 

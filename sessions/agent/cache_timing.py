@@ -62,7 +62,7 @@ def cache_timing(conversation: Conversation, cfg, context: RequestContext) -> Re
     if not (c.enabled and c.idle_compaction):
         return context
     decision = timing_decision(timing_facts(conversation, cfg, context), idle_share=c.idle_compaction_share,
-                               horizon_turns=c.defer_horizon_turns)
+                               horizon_turns=c.defer_horizon_turns, idle_when=c.idle_compaction_when)
     if decision.action == COMPACT:
         compression_inline(conversation_id=conversation.id, trigger="idle", reason=decision.reason)
         return request_context(conversation, cfg)

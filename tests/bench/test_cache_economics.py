@@ -153,3 +153,19 @@ def test_the_second_cache_gives_what_billing_in_that_mode_gives():
         assert a == b
     # And the pause is one where the readings differ, so the comparison can fail.
     assert by_documented["optimistic"]["figures"]["input_cost"] < by_documented["documented"]["figures"]["input_cost"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_timed_replay_saves_the_idle_rule_it_was_given():
+    from bench.economics.replay import replay
+    from sessions.services import runtime
+
+    given = replay("rolling_1h", PAUSED, timing=True, idle_when="at_share")
+    assert given["idle_when"] == "at_share"
+    assert runtime.current_config().compression.idle_compaction_when == "at_share"
+    default = replay("rolling_1h", PAUSED, timing=True)
+    assert default["idle_when"] == "due_this_turn"
+    assert runtime.current_config().compression.idle_compaction_when == "due_this_turn"
+    assert replay("rolling_1h", PAUSED)["idle_when"] is None
+    assert runtime.current_config().compression.idle_compaction is False
+

@@ -24,7 +24,8 @@ def test_the_options_reach_the_independent_exam_and_are_checked():
     assert set(exam_bench.PAUSE_CHOICES) == {"none", "steady", "bursty", "sparse", "day", "rapid", "chat"}
 
     for wrong in (["--exam", "independent", "--timing", "sometimes"], ["--exam", "independent", "--pauses", "weekly"],
-                  ["--timing", "on"], ["--pauses", "bursty"]):  # the last two: the fidelity exam has no timing
+                  ["--exam", "independent", "--idle-when", "often"],
+                  ["--timing", "on"], ["--pauses", "bursty"], ["--idle-when", "at_share"]):  # the fidelity exam has no timing
         with pytest.raises(SystemExit):
             fidelity.main(wrong)
     with pytest.raises(ValueError, match="timing"):
@@ -38,7 +39,12 @@ def test_the_options_reach_the_independent_exam_and_are_checked():
     assert [independent_timing.label("lcm", t) for t in (False, True)] == ["lcm", "lcm+timing"]
     assert independent_timing.base_engine("lcm+timing") == "lcm"
     assert independent_timing.timing_values(True) == {"idle_compaction": True, "idle_compaction_share": 0.70,
+                                                      "idle_compaction_when": "due_this_turn",
                                                       "defer_horizon_turns": 3}
+    assert independent_timing.timing_values(True, "at_share")["idle_compaction_when"] == "at_share"
+    args = fidelity.build_parser().parse_args(["--exam", "independent", "--timing", "on", "--idle-when", "at_share"])
+    assert args.idle_when == "at_share"
+    assert fidelity.build_parser().parse_args(["--exam", "independent"]).idle_when is None
     assert independent_timing.timing_values(False)["idle_compaction"] is False
 
 

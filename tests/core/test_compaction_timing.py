@@ -1,12 +1,17 @@
 """Cache-aware compaction timing, with the clock injected: compact on return after a break longer
-than the cache's longest entry, defer while warm with room left, never defer past the threshold."""
+than the cache's longest entry (every such return at or above the share with ``at_share``; with
+``due_this_turn``, the default, only one whose threshold a turn's growth would reach), defer while
+warm with room left, never defer past the threshold."""
 from __future__ import annotations
 
 import pytest
 
 from compression.core.compaction_timing import (
+    AT_SHARE,
     COMPACT,
+    DEFAULT_IDLE_WHEN,
     DEFER,
+    DUE_THIS_TURN,
     NONE,
     ONE_HOUR,
     TimingInput,
@@ -24,7 +29,7 @@ def facts(*, idle: float, projected: int, threshold: int = 100_000, ttl: float =
 
 
 def test_a_return_after_the_cache_expired_compacts_when_the_conversation_is_large_enough():
-    decision = timing_decision(facts(idle=74 * 60, projected=78_000, ttl=ONE_HOUR))
+    decision = timing_decision(facts(idle=74 * 60, projected=78_000, ttl=ONE_HOUR), idle_when=AT_SHARE)
     assert decision.action == COMPACT
     assert decision.reason.startswith("compacted on return after 74 minutes: the cache had expired")
     assert "78%" in decision.reason
@@ -33,14 +38,49 @@ def test_a_return_after_the_cache_expired_compacts_when_the_conversation_is_larg
 
 def test_the_same_pause_inside_the_cache_lifetime_does_not_compact():
     # 50 minutes is inside a 1h entry's life; 6 minutes is past a 5m entry's.
-    assert timing_decision(facts(idle=50 * 60, projected=78_000, ttl=ONE_HOUR, growth=1_000)).action == NONE
-    assert timing_decision(facts(idle=6 * 60, projected=78_000, ttl=300.0, growth=1_000)).action == COMPACT
+    for when, projected in ((AT_SHARE, 78_000), (DUE_THIS_TURN, 99_500)):
+        assert timing_decision(facts(idle=50 * 60, projected=projected, ttl=ONE_HOUR, growth=1_000),
+                               idle_when=when).action != COMPACT
+        assert timing_decision(facts(idle=6 * 60, projected=projected, ttl=300.0, growth=1_000),
+                               idle_when=when).action == COMPACT
 
 
 def test_a_cold_return_below_the_share_leaves_the_conversation_alone():
-    decision = timing_decision(facts(idle=3 * 3600, projected=69_000))
+    decision = timing_decision(facts(idle=3 * 3600, projected=69_000), idle_when=AT_SHARE)
     assert decision.action == NONE
-    assert timing_decision(facts(idle=3 * 3600, projected=69_000), idle_share=0.6).action == COMPACT
+    assert timing_decision(facts(idle=3 * 3600, projected=69_000), idle_share=0.6, idle_when=AT_SHARE).action == COMPACT
+    # A turn's growth would reach the threshold, but the share is the floor of either rule.
+    assert timing_decision(facts(idle=3 * 3600, projected=69_000, growth=40_000)).action == NONE
+
+
+def test_the_default_compacts_on_return_only_when_the_threshold_is_due_this_turn():
+    assert DEFAULT_IDLE_WHEN == DUE_THIS_TURN
+    # 22,000 tokens left at 4,000 a turn: the compaction would come about six turns later, at a
+    # warm moment or at another break; it is not moved forward, so nothing is compacted earlier.
+    early = timing_decision(facts(idle=74 * 60, projected=78_000, ttl=ONE_HOUR))
+    assert early.action == NONE
+    assert early.reason == ("the cache had expired, but at 78% of the threshold the compaction is not due this turn "
+                            "(22,000 tokens left, about 6 turns)")
+    # 3,000 left at 4,000 a turn: this turn would cross the threshold, with the cache warm again.
+    due = timing_decision(facts(idle=74 * 60, projected=97_000, ttl=ONE_HOUR))
+    assert due.action == COMPACT
+    assert due.reason == ("compacted on return after 74 minutes: the cache had expired (1h entries), and the "
+                          "conversation was at 97% of the threshold, due this turn")
+    # Exactly a turn's growth left is due; one token more is not.
+    assert timing_decision(facts(idle=7200, projected=96_000)).action == COMPACT
+    assert timing_decision(facts(idle=7200, projected=95_999)).action == NONE
+
+
+def test_without_a_known_growth_the_default_does_not_compact_early():
+    decision = timing_decision(facts(idle=7200, projected=99_000, growth=0))
+    assert decision.action == NONE
+    assert "the growth per turn is not known yet" in decision.reason
+    assert timing_decision(facts(idle=7200, projected=99_000, growth=0), idle_when=AT_SHARE).action == COMPACT
+
+
+def test_an_unknown_rule_is_refused():
+    with pytest.raises(ValueError, match="idle_when must be one of due_this_turn, at_share"):
+        timing_decision(facts(idle=7200, projected=99_000), idle_when="sometimes")
 
 
 def test_warm_with_room_left_but_the_threshold_near_defers_and_says_why():

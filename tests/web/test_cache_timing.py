@@ -1,6 +1,7 @@
 """Cache-aware compaction timing through the real agent loop (the simulator over HTTP, Celery
 eager), on an injected product clock: a return after the cache expired compacts before the turn,
-with its reason in the event; a warm return does not; a warm conversation near its threshold is
+with its reason in the event (with the default rule only when a turn's growth would reach the
+threshold); a warm return does not; a warm conversation near its threshold is
 reported deferred once; the setting off changes nothing."""
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def test_a_return_after_the_cache_expired_compacts_before_the_turn(alice, client
                                                                    cold, said, django_capture_on_commit_callbacks):
     client.force_login(alice)
     settings_store.save_group("caching", {"strategy": strategy, "cache_ttl": "5m"})
-    timing()
+    timing(idle_compaction_when="at_share")
     fill_to(conversation, 0.75)
     send(alice, conversation, "hello there", django_capture_on_commit_callbacks)
     assert facts(conversation).last_call_at == now.t
@@ -143,3 +144,43 @@ def test_a_warm_conversation_near_its_threshold_is_reported_deferred_once(alice,
     page = client.get(reverse("conversation", args=[conversation.id])).content.decode()
     assert 'data-status="deferred" data-trigger="idle"' in page and "compaction deferred while" in page
     assert not CompressionEvent.objects.filter(conversation=conversation, status="compressed").exists()
+
+
+def fill_until_room(conversation, room: float) -> None:
+    """Small exchanges until at most ``room`` tokens are left before the threshold."""
+    session = session_active(conversation)
+    i = 0
+    while (f := facts(conversation)).threshold - f.projected > room:
+        message_append(session=session, role="user", content=f"Note {i}: " + "fact " * 40)
+        message_append(session=session, role="assistant", content=f"Noted {i}.")
+        i += 1
+
+
+@pytest.mark.django_db
+def test_by_default_a_cold_return_compacts_only_when_this_turn_would_reach_the_threshold(
+        alice, conversation, now, django_capture_on_commit_callbacks):
+    timing()  # the default rule: due_this_turn
+    assert runtime.current_config().compression.idle_compaction_when == "due_this_turn"
+    fill_to(conversation, 0.75)
+    long = "Here is more context for you to keep in mind. " * 60
+    for _ in range(2):  # two turns that grow the request: the growth per turn is known
+        now.t += 30
+        send(alice, conversation, long, django_capture_on_commit_callbacks)
+    growth = facts(conversation).growth_per_turn
+    assert growth > 500
+
+    # Far from the threshold (more than a turn's growth left): a long break compacts nothing.
+    assert facts(conversation).threshold - facts(conversation).projected > growth
+    now.t += 3 * 3600
+    send(alice, conversation, "I am back", django_capture_on_commit_callbacks)
+    assert [e for e in idle_events(conversation) if e.status == "compressed"] == []
+
+    # Within a turn's growth of the threshold: the next long break compacts before the turn.
+    fill_until_room(conversation, facts(conversation).growth_per_turn * 0.8)
+    now.t += 3 * 3600
+    send(alice, conversation, "I am back again", django_capture_on_commit_callbacks)
+    [event] = [e for e in idle_events(conversation) if e.status == "compressed"]
+    assert event.reason.startswith("compacted on return after 3.0 hours: the cache had expired")
+    assert event.reason.endswith("of the threshold, due this turn")
+    assert event.tokens_after < event.tokens_before
+
