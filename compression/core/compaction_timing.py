@@ -9,10 +9,12 @@ compaction then costs no extra rewrite. Three rules, checked before a turn's fir
   entry and the projected request is at or above ``idle_share`` of the threshold: compact now,
   when ``idle_when`` allows it:
 
-  - ``due_this_turn`` (the default): only when the projection plus one turn's recent growth
-    reaches the threshold, so the compaction would come during this turn anyway, with the cache
-    warm again and a rewrite to pay. The compaction moves to the cold moment; none is added, and
-    the conversation keeps as much verbatim as without the timing.
+  - ``due_this_turn`` (the default): only when the projection plus the growth expected within
+    this turn (the calls after its first: tool results, at the recent growth per call) reaches
+    the threshold, so the compaction would come during this turn anyway, with the cache warm
+    again and a rewrite to pay. The compaction moves to the cold moment; none is added, and the
+    conversation keeps as much verbatim as without the timing. A turn of one call (a plain
+    reply) never crosses the threshold after its start, so it is never compacted early.
   - ``at_share``: on every such return. More compactions, each at a cold moment: the
     conversation holds less after a break, which lowers the bill and what stays verbatim.
 - **Deferral**: the cache is warm and the projection says the threshold is near (within
@@ -62,6 +64,9 @@ class TimingInput:
     projected: int  # the projected next request, in tokens (SPEC §3.4)
     threshold: int  # the compression threshold, in tokens
     growth_per_turn: float  # the request's recent growth per turn, in tokens (0: unknown)
+    # the growth expected within this turn, after its first call (the calls per turn beyond the
+    # first, at the recent growth per call), in tokens; None: unknown
+    growth_within_turn: float | None = None
 
 
 @dataclass(frozen=True)
@@ -84,15 +89,16 @@ def _ttl_words(ttl: float) -> str:
 
 
 def _not_due(facts: TimingInput, share: float, idle: float) -> TimingDecision | None:
-    """``due_this_turn``: a cold return whose threshold is not reached within a turn's growth is
-    left alone (None: the compaction is due)."""
+    """``due_this_turn``: a cold return whose threshold is not reached by the growth expected
+    within this turn is left alone (None: the compaction is due)."""
     room = facts.threshold - facts.projected
-    if facts.growth_per_turn > 0 and room <= facts.growth_per_turn:
+    within = facts.growth_within_turn
+    if within is not None and within > 0 and room <= within:
         return None
-    ahead = (f"about {max(1, round(room / facts.growth_per_turn))} turns" if facts.growth_per_turn > 0
-             else "the growth per turn is not known yet")
+    expected = ("the growth within a turn is not known yet" if within is None
+                else f"about {within:,.0f} expected within this turn")
     return TimingDecision(NONE, f"the cache had expired, but at {share:.0%} of the threshold the compaction is "
-                                f"not due this turn ({room:,} tokens left, {ahead})", idle)
+                                f"not due this turn ({room:,} tokens left, {expected})", idle)
 
 
 def timing_decision(facts: TimingInput, *, idle_share: float = DEFAULT_IDLE_SHARE,

@@ -22,6 +22,7 @@ from sessions.services.compaction import compression_inline
 from sessions.services.context import context_messages
 
 GROWTH_CALLS = 8  # the recent agent calls the growth per turn is read from
+WITHIN_TURN_CALLS = 32  # the recent agent calls the growth within a turn is read from
 
 
 def _growth_per_turn(conversation: Conversation, session: Session) -> float:
@@ -37,6 +38,17 @@ def _growth_per_turn(conversation: Conversation, session: Session) -> float:
     return per_call * max(1.0, calls / max(1, turns))
 
 
+def _growth_within_turn(session: Session) -> float | None:
+    """How much the request grew within a turn, after its first call, averaged over the
+    session's recent turns: each call that follows a ``tool_use`` answer belongs to the same turn
+    and adds what it grew by (the tool call and its result). None before two turns are seen."""
+    rows = list(ApiCall.objects.filter(session=session, purpose="agent", error="")
+                .order_by("-id").values_list("prompt_tokens", "stop_reason")[:WITHIN_TURN_CALLS])[::-1]
+    grown = sum(max(0, after - before) for (before, stop), (after, _) in zip(rows, rows[1:]) if stop == "tool_use")
+    turns = sum(stop != "tool_use" for _, stop in rows)  # a turn's last answer is not a tool_use
+    return grown / turns if turns >= 2 else None
+
+
 def timing_facts(conversation: Conversation, cfg, context: RequestContext) -> TimingInput:
     session = context.session
     status = prompt_caching_status(conversation.model, conversation.provider, "")
@@ -48,7 +60,7 @@ def timing_facts(conversation: Conversation, cfg, context: RequestContext) -> Ti
         ttl_seconds=longest_ttl_seconds(enabled=status.enabled, strategy=cfg.caching.strategy,
                                         cache_ttl=cfg.caching.cache_ttl),
         projected=projected, threshold=context.engine.threshold_tokens,
-        growth_per_turn=_growth_per_turn(conversation, session))
+        growth_per_turn=_growth_per_turn(conversation, session), growth_within_turn=_growth_within_turn(session))
 
 
 def _deferral_reported(session: Session) -> bool:

@@ -23,9 +23,9 @@ T0 = 1_000_000.0
 
 
 def facts(*, idle: float, projected: int, threshold: int = 100_000, ttl: float = 300.0,
-          growth: float = 4_000.0) -> TimingInput:
+          growth: float = 4_000.0, within: float | None = 3_000.0) -> TimingInput:
     return TimingInput(now=T0 + idle, last_call_at=T0, ttl_seconds=ttl, projected=projected,
-                       threshold=threshold, growth_per_turn=growth)
+                       threshold=threshold, growth_per_turn=growth, growth_within_turn=within)
 
 
 def test_a_return_after_the_cache_expired_compacts_when_the_conversation_is_large_enough():
@@ -38,7 +38,7 @@ def test_a_return_after_the_cache_expired_compacts_when_the_conversation_is_larg
 
 def test_the_same_pause_inside_the_cache_lifetime_does_not_compact():
     # 50 minutes is inside a 1h entry's life; 6 minutes is past a 5m entry's.
-    for when, projected in ((AT_SHARE, 78_000), (DUE_THIS_TURN, 99_500)):
+    for when, projected in ((AT_SHARE, 78_000), (DUE_THIS_TURN, 97_500)):
         assert timing_decision(facts(idle=50 * 60, projected=projected, ttl=ONE_HOUR, growth=1_000),
                                idle_when=when).action != COMPACT
         assert timing_decision(facts(idle=6 * 60, projected=projected, ttl=300.0, growth=1_000),
@@ -49,33 +49,37 @@ def test_a_cold_return_below_the_share_leaves_the_conversation_alone():
     decision = timing_decision(facts(idle=3 * 3600, projected=69_000), idle_when=AT_SHARE)
     assert decision.action == NONE
     assert timing_decision(facts(idle=3 * 3600, projected=69_000), idle_share=0.6, idle_when=AT_SHARE).action == COMPACT
-    # A turn's growth would reach the threshold, but the share is the floor of either rule.
-    assert timing_decision(facts(idle=3 * 3600, projected=69_000, growth=40_000)).action == NONE
+    # This turn's growth would reach the threshold, but the share is the floor of either rule.
+    assert timing_decision(facts(idle=3 * 3600, projected=69_000, within=40_000)).action == NONE
 
 
 def test_the_default_compacts_on_return_only_when_the_threshold_is_due_this_turn():
     assert DEFAULT_IDLE_WHEN == DUE_THIS_TURN
-    # 22,000 tokens left at 4,000 a turn: the compaction would come about six turns later, at a
-    # warm moment or at another break; it is not moved forward, so nothing is compacted earlier.
+    # 22,000 tokens left, 3,000 expected within the turn: the threshold comes in a later turn, at a
+    # warm moment or at another break; the compaction is not moved forward.
     early = timing_decision(facts(idle=74 * 60, projected=78_000, ttl=ONE_HOUR))
     assert early.action == NONE
     assert early.reason == ("the cache had expired, but at 78% of the threshold the compaction is not due this turn "
-                            "(22,000 tokens left, about 6 turns)")
-    # 3,000 left at 4,000 a turn: this turn would cross the threshold, with the cache warm again.
-    due = timing_decision(facts(idle=74 * 60, projected=97_000, ttl=ONE_HOUR))
+                            "(22,000 tokens left, about 3,000 expected within this turn)")
+    # 2,500 left, 3,000 expected: this turn's tool calls would cross the threshold, with the
+    # cache warm again; the compaction moves to the cold start of the turn.
+    due = timing_decision(facts(idle=74 * 60, projected=97_500, ttl=ONE_HOUR))
     assert due.action == COMPACT
     assert due.reason == ("compacted on return after 74 minutes: the cache had expired (1h entries), and the "
-                          "conversation was at 97% of the threshold, due this turn")
-    # Exactly a turn's growth left is due; one token more is not.
-    assert timing_decision(facts(idle=7200, projected=96_000)).action == COMPACT
-    assert timing_decision(facts(idle=7200, projected=95_999)).action == NONE
+                          "conversation was at 98% of the threshold, due this turn")
+    # Exactly the growth within the turn left is due; one token more is not.
+    assert timing_decision(facts(idle=7200, projected=97_000)).action == COMPACT
+    assert timing_decision(facts(idle=7200, projected=96_999)).action == NONE
+    # A conversation of plain replies (one call a turn) grows nothing within a turn: its next
+    # turn starts below the threshold and ends there, so a break never compacts it early.
+    assert timing_decision(facts(idle=7200, projected=99_900, within=0.0)).action == NONE
 
 
 def test_without_a_known_growth_the_default_does_not_compact_early():
-    decision = timing_decision(facts(idle=7200, projected=99_000, growth=0))
+    decision = timing_decision(facts(idle=7200, projected=99_000, within=None))
     assert decision.action == NONE
-    assert "the growth per turn is not known yet" in decision.reason
-    assert timing_decision(facts(idle=7200, projected=99_000, growth=0), idle_when=AT_SHARE).action == COMPACT
+    assert "the growth within a turn is not known yet" in decision.reason
+    assert timing_decision(facts(idle=7200, projected=99_000, within=None), idle_when=AT_SHARE).action == COMPACT
 
 
 def test_an_unknown_rule_is_refused():

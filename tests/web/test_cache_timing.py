@@ -156,30 +156,46 @@ def fill_until_room(conversation, room: float) -> None:
         i += 1
 
 
+def compacted(conversation):
+    return [e for e in idle_events(conversation) if e.status == "compressed"]
+
+
 @pytest.mark.django_db
 def test_by_default_a_cold_return_compacts_only_when_this_turn_would_reach_the_threshold(
         alice, conversation, now, django_capture_on_commit_callbacks):
     timing()  # the default rule: due_this_turn
     assert runtime.current_config().compression.idle_compaction_when == "due_this_turn"
-    fill_to(conversation, 0.75)
-    long = "Here is more context for you to keep in mind. " * 60
-    for _ in range(2):  # two turns that grow the request: the growth per turn is known
+    (conversation.workspace / "notes.txt").parent.mkdir(parents=True, exist_ok=True)
+    (conversation.workspace / "notes.txt").write_text("The staging host answers on port 8443. " * 80)
+    fill_to(conversation, 0.70)
+    # Plain replies (one call a turn): nothing grows within a turn, so not even a break just
+    # under the threshold compacts early; the next turn starts and ends below it.
+    for text in ("hello there", "and one more thing", "and another"):
         now.t += 30
-        send(alice, conversation, long, django_capture_on_commit_callbacks)
-    growth = facts(conversation).growth_per_turn
-    assert growth > 500
-
-    # Far from the threshold (more than a turn's growth left): a long break compacts nothing.
-    assert facts(conversation).threshold - facts(conversation).projected > growth
+        send(alice, conversation, text, django_capture_on_commit_callbacks)
+    assert facts(conversation).growth_within_turn == 0.0
+    fill_until_room(conversation, 600)
     now.t += 3 * 3600
     send(alice, conversation, "I am back", django_capture_on_commit_callbacks)
-    assert [e for e in idle_events(conversation) if e.status == "compressed"] == []
+    assert not CompressionEvent.objects.filter(conversation=conversation, status="compressed").exists()
 
-    # Within a turn's growth of the threshold: the next long break compacts before the turn.
-    fill_until_room(conversation, facts(conversation).growth_per_turn * 0.8)
+    # Turns that read a file: the tool result grows the request within the turn.
+    for _ in range(2):
+        now.t += 30
+        send(alice, conversation, "read notes.txt", django_capture_on_commit_callbacks)
+    within = facts(conversation).growth_within_turn
+    assert within is not None and within > 200
+    # More than that left before the threshold: a long break compacts nothing.
+    assert facts(conversation).threshold - facts(conversation).projected > within
+    now.t += 3 * 3600
+    send(alice, conversation, "I am back", django_capture_on_commit_callbacks)
+    assert compacted(conversation) == []
+
+    # Less than that left: the next long break compacts before the turn.
+    fill_until_room(conversation, facts(conversation).growth_within_turn * 0.8)
     now.t += 3 * 3600
     send(alice, conversation, "I am back again", django_capture_on_commit_callbacks)
-    [event] = [e for e in idle_events(conversation) if e.status == "compressed"]
+    [event] = compacted(conversation)
     assert event.reason.startswith("compacted on return after 3.0 hours: the cache had expired")
     assert event.reason.endswith("of the threshold, due this turn")
     assert event.tokens_after < event.tokens_before
