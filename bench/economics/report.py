@@ -38,20 +38,30 @@ def per_100_turns(res: Mapping[str, Any], turns: int) -> float:
     return _figures(res)["total_cost"] * 100.0 / turns
 
 
+def floor_cost(res: Mapping[str, Any]) -> float:
+    """The whole bill of the same requests with the agent's input billed at its lower bound: what
+    no caching strategy can go below without sending other requests."""
+    f = _figures(res)
+    return f["total_cost"] - f["input_cost"] + f["lower_bound"]
+
+
 def workload_rows(by_seed: Mapping[int, Mapping[str, Mapping[str, Any]]], turns: Mapping[int, int],
                   baseline: str = BASELINE) -> dict[str, dict[str, Any]]:
-    """Per label: ``per_100``, ``ratio`` (to ``baseline``, None without it), ``x_limit`` as spreads
-    over the seeds; ``compactions`` (median) and ``failed_turns`` (sum)."""
+    """Per label: ``per_100``, ``ratio`` (to ``baseline``, None without it), ``floor`` (``floor_cost``
+    over the baseline's whole bill, None without it), ``x_limit`` as spreads over the seeds;
+    ``compactions`` (median) and ``failed_turns`` (sum)."""
     labels = list(dict.fromkeys(lab for runs in by_seed.values() for lab in runs))
     rows: dict[str, dict[str, Any]] = {}
     for lab in labels:
         seeds = [s for s, runs in by_seed.items() if lab in runs]
         bills = [per_100_turns(by_seed[s][lab], turns[s]) for s in seeds]
-        ratios = [_figures(by_seed[s][lab])["total_cost"] / _figures(by_seed[s][baseline])["total_cost"]
-                  for s in seeds if baseline in by_seed[s] and _figures(by_seed[s][baseline])["total_cost"]]
+        based = [s for s in seeds if baseline in by_seed[s] and _figures(by_seed[s][baseline])["total_cost"]]
+        ratios = [_figures(by_seed[s][lab])["total_cost"] / _figures(by_seed[s][baseline])["total_cost"] for s in based]
+        floors = [floor_cost(by_seed[s][lab]) / _figures(by_seed[s][baseline])["total_cost"] for s in based]
         rows[lab] = {
             "per_100": spread(bills),
             "ratio": spread(ratios) if len(ratios) == len(seeds) else None,
+            "floor": spread(floors) if len(floors) == len(seeds) else None,
             "x_limit": spread([_figures(by_seed[s][lab])["x_lower_bound"] for s in seeds]),
             "compactions": statistics.median(_figures(by_seed[s][lab])["compressions"] for s in seeds),
             "failed_turns": sum(_figures(by_seed[s][lab])["failed_turns"] for s in seeds),
@@ -61,7 +71,8 @@ def workload_rows(by_seed: Mapping[int, Mapping[str, Mapping[str, Any]]], turns:
 
 def summary_rows(rows_by_workload: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Per label: the median over the workloads of each workload's median ratio to the baseline,
-    the worst workload and its ratio, and every workload's ratio."""
+    the worst workload and its ratio, and every workload's ratio; ``floor_median`` and
+    ``floor_by_workload`` the same for the floor (``floor_cost``)."""
     out: dict[str, dict[str, Any]] = {}
     labels = list(dict.fromkeys(lab for rows in rows_by_workload.values() for lab in rows))
     for lab in labels:
@@ -70,7 +81,11 @@ def summary_rows(rows_by_workload: Mapping[str, Mapping[str, Mapping[str, Any]]]
         if not ratios:
             continue
         worst = max(ratios, key=lambda w: ratios[w])
-        out[lab] = {"median": statistics.median(ratios.values()), "worst": (worst, ratios[worst]), "by_workload": ratios}
+        floors = {w: rows[lab]["floor"][0] for w, rows in rows_by_workload.items()
+                  if lab in rows and rows[lab].get("floor") is not None}
+        out[lab] = {"median": statistics.median(ratios.values()), "worst": (worst, ratios[worst]), "by_workload": ratios,
+                    "floor_median": statistics.median(floors.values()) if floors else None,
+                    "floor_by_workload": floors}
     return out
 
 
@@ -112,6 +127,9 @@ def format_workload(name: str, by_seed: Mapping[int, Mapping[str, Mapping[str, A
                      f"{r['compactions']:>11g}")
     lines.append("median (min-max) over the seeds; vs = the per-seed ratio of whole bills; x limit = agent input "
                  "cost / its lower bound")
+    floors = ", ".join(f"{lab} {_fmt(r['floor'], 3)}" for lab, r in rows.items() if r.get("floor") is not None)
+    if floors:
+        lines.append(f"floor (the same requests, agent input at its lower bound) vs {baseline}: {floors}")
     lines.append("same requests for every strategy, seed by seed: " + _same_line(by_seed))
     failed = {lab: r["failed_turns"] for lab, r in rows.items() if r["failed_turns"]}
     lines.append("failed turns: " + (", ".join(f"{lab} {n}" for lab, n in failed.items()) if failed else "none"))
@@ -140,4 +158,13 @@ def format_summary(rows_by_workload: Mapping[str, Mapping[str, Mapping[str, Any]
         worst = f"{s['worst'][1]:.3f} {s['worst'][0]}"
         cells = "".join(f"{s['by_workload'][w]:>9.3f}" if w in s["by_workload"] else f"{'-':>9}" for w in names)
         lines.append(f"{lab:<22}{s['median']:>8.3f}{worst:>18}  {cells}")
+    lines += ["", f"floor: the whole bill of each strategy's requests with the agent's input at its lower bound, / "
+                  f"{baseline}'s: no caching strategy bills those requests lower", head, "-" * len(head)]
+    for lab, s in summary.items():
+        if s["floor_median"] is None:
+            continue
+        fl = s["floor_by_workload"]
+        worst_w = max(fl, key=lambda w: fl[w])
+        cells = "".join(f"{fl[w]:>9.3f}" if w in fl else f"{'-':>9}" for w in names)
+        lines.append(f"{lab:<22}{s['floor_median']:>8.3f}{f'{fl[worst_w]:.3f} {worst_w}':>18}  {cells}")
     return "\n".join(lines)

@@ -11,9 +11,10 @@ from bench.economics.workspace import UserTurn, Workload
 
 
 def result(total: float, x_limit: float = 1.5, compactions: int = 2, prompts: tuple[int, ...] = (100, 200),
-           failed: int = 0) -> dict:
+           failed: int = 0, input_cost: float = 0.0, lower_bound: float = 0.0) -> dict:
     calls = [Call("agent", p, 10, 0, 0, 0) for p in prompts]
-    figures = {"total_cost": total, "x_lower_bound": x_limit, "compressions": compactions, "failed_turns": failed}
+    figures = {"total_cost": total, "x_lower_bound": x_limit, "compressions": compactions, "failed_turns": failed,
+               "input_cost": input_cost, "lower_bound": lower_bound}
     return {"documented": {"calls": calls, "figures": figures}}
 
 
@@ -109,3 +110,28 @@ def test_the_timing_switch_is_the_product_setting_both_ways():
     for on in (False, True):
         settings_store.save_group(group, values[on])
         assert settings_store.current().compression.idle_compaction is on
+
+
+def test_the_floor_bills_the_same_requests_input_at_its_lower_bound():
+    """floor = (whole bill - agent input + the input's lower bound) / the baseline's whole bill:
+    no caching strategy bills those requests lower."""
+    runs = {1: {"system_and_3": result(10.0, input_cost=8.0, lower_bound=5.0),
+                "cheap": result(7.0, input_cost=5.5, lower_bound=5.0)},
+            2: {"system_and_3": result(20.0, input_cost=16.0, lower_bound=12.0),
+                "cheap": result(15.0, input_cost=12.6, lower_bound=12.0)}}
+    rows = workload_rows(runs, {1: 100, 2: 100})
+    # seed 1: s&3 (10 - 8 + 5) / 10 = 0.7, cheap (7 - 5.5 + 5) / 10 = 0.65; seed 2: 0.8, 0.72.
+    assert rows["system_and_3"]["floor"] == pytest.approx((0.75, 0.7, 0.8))
+    assert rows["cheap"]["floor"] == pytest.approx((0.685, 0.65, 0.72))
+    other = {1: {"system_and_3": result(10.0, input_cost=8.0, lower_bound=7.0),
+                 "cheap": result(9.5, input_cost=7.5, lower_bound=7.0)}}
+    summary = summary_rows({"a": rows, "b": workload_rows(other, {1: 100})})
+    assert summary["cheap"]["floor_by_workload"] == pytest.approx({"a": 0.685, "b": 0.9})
+    assert summary["cheap"]["floor_median"] == pytest.approx((0.685 + 0.9) / 2)
+    text = format_summary({"a": rows, "b": workload_rows(other, {1: 100})})
+    assert "no caching strategy bills those requests lower" in text
+    floor_line = [x for x in text.splitlines() if x.startswith("cheap")][-1]
+    assert "0.792" in floor_line and "0.900 b" in floor_line
+    table = format_workload("fake", {1: runs[1]}, loads((1,)))
+    assert "floor (the same requests, agent input at its lower bound) vs system_and_3: system_and_3 0.700" in table
+
