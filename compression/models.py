@@ -112,7 +112,7 @@ class CompressionSettings(SingletonSettings):
         default=True, help_text=_help("compression", "codex_gpt55_autoraise_notice"))
     codex_app_server_auto = models.CharField(max_length=20, default="native",
                                              help_text=_help("compression", "codex_app_server_auto"))
-    idle_compaction = models.BooleanField(default=True, help_text=_help("compression", "idle_compaction"))
+    idle_compaction = models.BooleanField(default=False, help_text=_help("compression", "idle_compaction"))
     idle_compaction_share = models.FloatField(default=0.70, help_text=_help("compression", "idle_compaction_share"))
     idle_compaction_when = models.CharField(max_length=20, default="due_this_turn",
                                             help_text=_help("compression", "idle_compaction_when"))

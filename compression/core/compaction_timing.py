@@ -12,9 +12,10 @@ compaction then costs no extra rewrite. Three rules, checked before a turn's fir
   - ``due_this_turn`` (the default): only when the projection plus the growth expected within
     this turn (the calls after its first: tool results, at the recent growth per call) reaches
     the threshold, so the compaction would come during this turn anyway, with the cache warm
-    again and a rewrite to pay. The compaction moves to the cold moment; none is added, and the
-    conversation keeps as much verbatim as without the timing. A turn of one call (a plain
-    reply) never crosses the threshold after its start, so it is never compacted early.
+    again and a rewrite to pay. The compaction moves to the cold moment rather than adding one
+    (the expectation is an average, so a turn that reads nothing may be compacted a turn or two
+    early). A conversation of plain replies (one call a turn) never crosses the threshold after
+    a turn's start, so it is never compacted early.
   - ``at_share``: on every such return. More compactions, each at a cold moment: the
     conversation holds less after a break, which lowers the bill and what stays verbatim.
 - **Deferral**: the cache is warm and the projection says the threshold is near (within

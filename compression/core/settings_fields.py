@@ -109,17 +109,18 @@ SPECS: dict[str, dict[str, FieldSpec]] = {
                                      "than its longest prompt-cache entry, at or above the idle share of the "
                                      "threshold, is compacted before the turn (the cache is cold, so the "
                                      "compaction costs no extra cache write); while the cache is warm an early "
-                                     "compaction waits for the next break or the threshold. Default on: with rolling_1h, the lowest whole bill over "
-                                     "the benchmark's six workloads (README, Cache economics)."),
+                                     "compaction waits for the next break or the threshold. Default off: with rolling_1h it lowers the "
+                                     "bill only by compacting earlier (idle_compaction_when at_share), which keeps "
+                                     "less verbatim; README, Cache economics."),
         "idle_compaction_share": FieldSpec("float", "0.10–0.99",
                                            "Share of the threshold from which a return after the cache expired "
                                            "compacts the conversation. Default 0.70.", _between(0.10, 0.99)),
         "idle_compaction_when": FieldSpec("choice", "due_this_turn / at_share",
                                           "Which cold returns at or above the idle share compact. "
-                                          "due_this_turn (default): only one whose projection plus a turn's "
-                                          "recent growth reaches the threshold, a compaction that would come "
-                                          "during the turn anyway: it moves to the cold moment, none is added "
-                                          "and as much stays verbatim as without the timing. at_share: every "
+                                          "due_this_turn (default): only one whose projection plus the growth "
+                                          "expected within the turn (its tool results, at the recent rate) "
+                                          "reaches the threshold: a compaction that would come during the turn, "
+                                          "with the cache warm again, moved to the cold moment. at_share: every "
                                           "one: more compactions, less held after a break, a lower bill and "
                                           "less kept verbatim (README, Cache economics).",
                                           choices=lambda: IDLE_WHEN_CHOICES),

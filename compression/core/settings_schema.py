@@ -35,7 +35,7 @@ class CompressionConfig:
     codex_gpt55_autoraise: bool = True
     codex_gpt55_autoraise_notice: bool = True
     codex_app_server_auto: str = "native"
-    idle_compaction: bool = True
+    idle_compaction: bool = False
     idle_compaction_share: float = 0.70
     idle_compaction_when: str = DEFAULT_IDLE_WHEN
     defer_horizon_turns: int = 3
