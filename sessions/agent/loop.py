@@ -43,7 +43,7 @@ from sessions.agent.tools import run_tool
 from sessions.agent.tools.mcp.client import CLIENTS as MCP_CLIENTS
 from sessions.agent.tools.mcp.client import STOPPED as MCP_STOPPED
 from sessions.agent.tools.mcp.offer import PREFIX as MCP_PREFIX
-from sessions.models import Conversation, Session, Turn
+from sessions.models import CompressionEvent, Conversation, Session, Turn
 from sessions.services import attachments, pressure, runtime
 from sessions.services import mcp as mcp_services
 from sessions.services.compaction import compression_inline
@@ -80,15 +80,25 @@ def turn_lock_ttl() -> float:
     return float(settings.HERMES_TURN_LOCK_TTL)
 
 
+def _compaction_goes_first(turn: Turn) -> bool:
+    """Gateway hygiene queued a compaction for this turn when it was sent (SPEC §5.1): the turn
+    waits for it; the compression job hands the turn over when it ends (and the sweep queues it
+    again should that job be lost)."""
+    return turn.status == "queued" and CompressionEvent.objects.filter(
+        conversation_id=turn.conversation_id, trigger="hygiene", status__in=("queued", "running"),
+        started_at__gte=turn.created_at).exists()
+
+
 def turn_drain(*, conversation_id) -> bool:
-    """Run the conversation's queued turns in order. False when another worker holds the lease."""
+    """Run the conversation's queued turns in order, up to one whose hygiene compaction has not
+    run yet. False when another worker holds the lease."""
     holder = uuid.uuid4().hex
     if not lock_acquire(conversation_id=conversation_id, kind=TURN_LOCK, ttl=turn_lock_ttl(), holder=holder):
         return False
     try:
         while True:
             turn = Turn.objects.filter(conversation_id=conversation_id, status__in=("queued", "running")).order_by("id").first()
-            if turn is None:
+            if turn is None or _compaction_goes_first(turn):
                 return True
             with lease_kept(conversation_id=conversation_id, kind=TURN_LOCK, holder=holder, ttl=turn_lock_ttl()):
                 turn_run(turn=turn, holder=holder)  # the heartbeat keeps the lease through long calls

@@ -75,6 +75,28 @@ def test_a_message_sent_during_a_turn_enters_the_history_after_that_turns_reply(
     assert first.user_message.content == "first question" and second.user_message.content == "second question"
 
 
+def test_a_drain_leaves_a_turn_whose_hygiene_compaction_has_not_run_to_that_compaction(alice, conversation, queued_only):
+    """A worker still draining the conversation must not take a new turn past the compaction that
+    gateway hygiene queued for it: the compression job hands the turn over when it ends."""
+    from sessions.models import CompressionEvent
+
+    first = queued_only(alice, conversation, "first question")
+    turn_drain(conversation_id=conversation.id)
+    second = queued_only(alice, conversation, "second question")
+    # As turn_submit records it when hygiene fires (the job itself is not run here).
+    event = CompressionEvent.objects.create(conversation=conversation, session=session_active(conversation),
+                                            trigger="hygiene", status="queued", phase="queued")
+    assert turn_drain(conversation_id=conversation.id) is True
+    first.refresh_from_db(), second.refresh_from_db()
+    assert first.status == "done" and second.status == "queued"
+    # A hygiene compaction of an earlier turn, or one that has ended, holds nothing back.
+    event.status = "compressed"
+    event.save(update_fields=["status"])
+    assert turn_drain(conversation_id=conversation.id) is True
+    second.refresh_from_db()
+    assert second.status == "done"
+
+
 def test_a_queued_message_can_be_cancelled_and_never_enters_the_history(alice, conversation, queued_only):
     first = queued_only(alice, conversation, "first question")
     second = queued_only(alice, conversation, "never mind this one")
