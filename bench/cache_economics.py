@@ -72,9 +72,9 @@ what it newly writes (B - A) yet stores an entry for the whole prefix, so a pref
 5m price stays readable for an hour ("rolling_1h" rests on this). The bound ignores the minimum
 cacheable length, the 20-position lookback, the 4-breakpoint limit and that one-block premium.
 
-``--timing off|on|both`` replays with cache-aware compaction timing off, on, or each way (a
-strategy run with it on is labelled ``name+timing``; ratios stay against ``system_and_3`` with it
-off). Only ``off`` runs until the product has that setting (``replay.TIMING_SETTING``).
+``--timing off|on|both`` replays with cache-aware compaction timing off, on, or each way (both,
+the default; a strategy run with it on is labelled ``name+timing``; ratios stay against
+``system_and_3`` with it off).
 ``--idle-when due_this_turn|at_share`` picks the timing's idle rule
 (``compression.idle_compaction_when``; default: the product's).
 
@@ -83,7 +83,7 @@ The parts live in bench/economics/: ``workload``, ``scenarios`` and ``texts`` (t
 simulator), ``report`` (the headline) and ``table`` (the detail).
 
 Run: .venv/bin/python bench/cache_economics.py [--workloads all] [--seeds 3] [--turns 160]
-     [--strategies none,system_and_3,...] [--jobs 2] [--detail] [--timing off] [--idle-when at_share]
+     [--strategies none,system_and_3,...] [--jobs 2] [--detail] [--timing both] [--idle-when at_share]
 Targets (in the detail), per workload and seed, under the documented rules: system_and_3 <= 25 %
 of the no-cache input cost; the best strategy >= 15 % cheaper than system_and_3 with no more
 compressions.
@@ -253,10 +253,9 @@ if __name__ == "__main__":
                         help="worker processes (each replay runs in one); 1 = in this process")
     parser.add_argument("--detail", action="store_true",
                         help="also print every strategy under both modes, per workload and seed")
-    parser.add_argument("--timing", choices=tuple(TIMINGS), default="off",
-                        help="cache-aware compaction timing: off (today's only choice); on and both (each "
-                             "strategy both ways) become available when the product has cache-aware "
-                             "compaction timing")
+    parser.add_argument("--timing", choices=tuple(TIMINGS), default="both",
+                        help="cache-aware compaction timing: each strategy without and with it (both, the "
+                             "default), or only off or on")
     parser.add_argument("--idle-when", choices=IDLE_WHEN_CHOICES, default=None,
                         help="which cold returns compact when the timing is on (compression.idle_compaction_when; "
                              f"default: the product's, {DEFAULT_IDLE_WHEN})")
