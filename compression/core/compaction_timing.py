@@ -10,8 +10,8 @@ compaction then costs no extra rewrite. Three rules, checked before a turn's fir
   when ``idle_when`` allows it:
 
   - ``due_this_turn`` (the default): only when the projection plus the growth expected within
-    this turn (the calls after its first: tool results, at the recent growth per call) reaches
-    the threshold, so the compaction would come during this turn anyway, with the cache warm
+    this turn (after its first call: its tool calls and results, averaged over the recent turns)
+    reaches the threshold, so the compaction would come during this turn anyway, with the cache warm
     again and a rewrite to pay. The compaction moves to the cold moment rather than adding one
     (the expectation is an average, so a turn that reads nothing may be compacted a turn or two
     early). A conversation of plain replies (one call a turn) never crosses the threshold after
@@ -65,8 +65,8 @@ class TimingInput:
     projected: int  # the projected next request, in tokens (SPEC §3.4)
     threshold: int  # the compression threshold, in tokens
     growth_per_turn: float  # the request's recent growth per turn, in tokens (0: unknown)
-    # the growth expected within this turn, after its first call (the calls per turn beyond the
-    # first, at the recent growth per call), in tokens; None: unknown
+    # the growth expected within this turn after its first call (its tool calls and results),
+    # averaged over the recent turns, in tokens; None: unknown
     growth_within_turn: float | None = None
 
 
