@@ -1,13 +1,17 @@
 """Cache-aware compaction timing gets its idle rule (``idle_compaction_when``) and is off by default:
 with rolling_1h it lowers the bill only by compacting earlier, which keeps less verbatim (README,
 Cache economics). An installation still on the old default that no admin ever chose keeps up with
-the default; an admin's choice is left alone."""
+the default; an admin's choice is left alone, and one that keeps the timing on keeps the rule it
+ran, which was ``at_share``."""
 
 from django.db import migrations, models
 
 
 def follow_the_new_default(apps, schema_editor):
     _set_unchosen(apps, schema_editor, old=True, new=False)
+    settings_model = apps.get_model("compression", "CompressionSettings")
+    db = schema_editor.connection.alias
+    settings_model.objects.using(db).filter(pk=1, idle_compaction=True).update(idle_compaction_when="at_share")
 
 
 def back_to_the_old_default(apps, schema_editor):

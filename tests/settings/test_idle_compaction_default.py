@@ -1,5 +1,6 @@
 """Cache-aware compaction timing is off by default from migration 0012: an installation still on
-the old default (on) that no admin chose follows it; one whose admin chose keeps the choice."""
+the old default (on) that no admin chose follows it; one whose admin chose keeps the choice and
+the idle rule it ran (at_share)."""
 from __future__ import annotations
 
 import pytest
@@ -33,13 +34,14 @@ def test_a_fresh_installation_has_the_timing_off():
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize(("chosen", "after"), [(False, False), (True, True)])
-def test_the_old_default_follows_the_new_one_unless_an_admin_chose_it(chosen, after):
+@pytest.mark.parametrize(("chosen", "after", "rule"), [(False, False, "due_this_turn"), (True, True, "at_share")])
+def test_the_old_default_follows_the_new_one_unless_an_admin_chose_it(chosen, after, rule):
     leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
     try:
         _at(BEFORE, idle=True, chosen=chosen)
         MigrationExecutor(connection).migrate([AFTER])
-        assert CompressionSettings.objects.get(pk=1).idle_compaction is after
+        row = CompressionSettings.objects.get(pk=1)
+        assert row.idle_compaction is after and row.idle_compaction_when == rule
         MigrationExecutor(connection).migrate([BEFORE])  # and back
         assert CompressionSettings.objects.using("default").raw(
             "SELECT id, idle_compaction FROM compression_compressionsettings")[0].idle_compaction is True
