@@ -28,6 +28,23 @@ def login(page, base: str, username: str, password: str) -> None:
     page.wait_for_url(re.compile(r".*/$"))
 
 
+def open_last_summary(page, text: str):
+    """Click the newest summary divider open until it shows ``text``: the page may put the divider
+    in again (a live update after the compaction) just after a click, closed."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(5):
+        divider = page.locator("[data-role=summary]").last
+        if not divider.locator("details").evaluate("d => d.open"):
+            divider.locator("summary").click()
+        try:
+            divider.get_by_text(text).wait_for(timeout=3_000)
+            return divider
+        except PlaywrightTimeout:
+            continue
+    return page.locator("[data-role=summary]").last
+
+
 def open_socket(page) -> None:
     """Wait until the socket is open and its first message, the live panels re-rendered from the
     database, has landed (static/js/conversation.js marks the socket's element then). An open
@@ -112,8 +129,7 @@ def test_the_conversation_page_end_to_end(live, alice, bob):
         send(page, "/compress auth flow")
         page.wait_for_selector("#notices >> text=focusing on", timeout=10_000)
         page.wait_for_selector("#event-feed li[data-trigger=manual][data-status=compressed]", timeout=60_000)
-        divider = page.locator("[data-role=summary]").last
-        divider.locator("summary").click()
+        divider = open_last_summary(page, "Focus topic: auth flow")
         assert "Focus topic: auth flow" in divider.inner_text()
 
         # Drop the socket (restart the web process) while a turn runs; after the reconnect the
