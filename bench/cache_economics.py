@@ -105,7 +105,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.economics import replay as replay_mod  # noqa: E402
 from bench.economics.accounting import (  # noqa: E402
     MODES,
     Call,
@@ -187,8 +186,6 @@ def main(turns: int = DEFAULT_TURNS, strategies: Sequence[str] = DEFAULT_STRATEG
 
     ``jobs`` > 1 runs the replays in that many worker processes; ``jobs=1`` runs them here, in this
     Django setup."""
-    if any(TIMINGS[timing]) and replay_mod.TIMING_SETTING is None:
-        raise ValueError("--timing on/both needs cache-aware compaction timing in the product")
     started, load_start = time.perf_counter(), _load()
     if out:
         out(f"cache economics, {time.strftime('%Y-%m-%d %H:%M')}: {len(workloads)} workloads x {seeds} seeds x "
@@ -260,8 +257,6 @@ if __name__ == "__main__":
                         help="which cold returns compact when the timing is on (compression.idle_compaction_when; "
                              f"default: the product's, {DEFAULT_IDLE_WHEN})")
     args = parser.parse_args()
-    if args.timing != "off" and replay_mod.TIMING_SETTING is None:
-        parser.error("--timing on/both needs cache-aware compaction timing in the product; only off runs today")
     if args.seeds < 1 or args.turns < 1 or args.jobs < 1:
         parser.error("--seeds, --turns and --jobs must be at least 1")
     main(turns=args.turns, strategies=[s for s in args.strategies.split(",") if s],

@@ -23,7 +23,7 @@ CALL_SECONDS = 2.0
 # when compaction happens): (settings-store group, {False: the values that turn it off, True: those
 # that turn it on}). Every replay saves the values of its ``timing``, so replays sharing a database
 # do not inherit one. The product reads the replay's simulated clock (``sessions.services.clock``).
-TIMING_SETTING: tuple[str, dict[bool, dict[str, Any]]] | None = (
+TIMING_SETTING: tuple[str, dict[bool, dict[str, Any]]] = (
     "compression", {False: {"idle_compaction": False}, True: {"idle_compaction": True}})
 
 
@@ -139,8 +139,7 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
     from sessions.services.turns import turn_submit
     from simulator import SimClock, start_simulator
 
-    if timing and TIMING_SETTING is None:
-        raise ValueError("cache-aware compaction timing is not a product setting yet (replay.TIMING_SETTING)")
+    rule = (idle_when or DEFAULT_IDLE_WHEN) if timing else None
     name, ttl = parse_spec(spec)
     clock = SimClock(start=1_000_000.0)
     sim = _recording_simulator(clock, billing)
@@ -154,10 +153,8 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
         ), product_clock.injected(clock.now):
             app.conf.task_always_eager = True
             settings_store.save_group("caching", {"strategy": name, "cache_ttl": ttl})
-            if TIMING_SETTING is not None:
-                group, values = TIMING_SETTING
-                settings_store.save_group(group, {**values[timing], **(
-                    {"idle_compaction_when": idle_when or DEFAULT_IDLE_WHEN} if timing else {})})
+            group, values = TIMING_SETTING
+            settings_store.save_group(group, {**values[timing], **({"idle_compaction_when": rule} if rule else {})})
             user_model = get_user_model()
             user = user_model.objects.create_user(f"bench-{name}-{ttl}-{time.monotonic_ns()}", password=None)
             conversation = Conversation.objects.create(owner=user, provider="simulator", model=MODEL)
@@ -188,7 +185,7 @@ def replay(spec: str, workload: Workload, *, progress: Callable[[str], None] | N
     price = get_model(MODEL).price
     seconds = time.perf_counter() - started
     out: dict[str, Any] = {"spec": spec, "workload": workload.pattern, "seed": workload.seed, "timing": timing,
-                           "idle_when": (idle_when or DEFAULT_IDLE_WHEN) if timing else None,
+                           "idle_when": rule,
                            "failed_turns": failed, "seconds": seconds}
     for mode, mode_calls in calls.items():
         figures = summarize(mode_calls, price, compressions=compressions)

@@ -25,11 +25,10 @@ GROWTH_CALLS = 8  # the recent agent calls the growth per turn is read from
 WITHIN_TURN_CALLS = 32  # the recent agent calls the growth within a turn is read from
 
 
-def _growth_per_turn(conversation: Conversation, session: Session) -> float:
-    """The request's recent growth per turn: per call over the session's last calls, times the
-    conversation's calls per turn."""
-    prompts = list(ApiCall.objects.filter(session=session, purpose="agent", error="")
-                   .order_by("-id").values_list("prompt_tokens", flat=True)[:GROWTH_CALLS])
+def _growth_per_turn(conversation: Conversation, prompts: list[int]) -> float:
+    """The request's recent growth per turn: per call over the session's last calls (``prompts``,
+    newest first), times the conversation's calls per turn."""
+    prompts = prompts[:GROWTH_CALLS]
     if len(prompts) < 2:
         return 0.0
     per_call = max(0.0, (prompts[0] - prompts[-1]) / (len(prompts) - 1))
@@ -38,14 +37,13 @@ def _growth_per_turn(conversation: Conversation, session: Session) -> float:
     return per_call * max(1.0, calls / max(1, turns))
 
 
-def _growth_within_turn(session: Session) -> float | None:
-    """How much the request grew within a turn, after its first call, averaged over the
-    session's recent turns: each call that follows a ``tool_use`` answer belongs to the same turn
-    and adds what it grew by (the tool call and its result). None before two turns are seen."""
-    rows = list(ApiCall.objects.filter(session=session, purpose="agent", error="")
-                .order_by("-id").values_list("prompt_tokens", "stop_reason")[:WITHIN_TURN_CALLS])[::-1]
-    grown = sum(max(0, after - before) for (before, stop), (after, _) in zip(rows, rows[1:]) if stop == "tool_use")
-    turns = sum(stop != "tool_use" for _, stop in rows)  # a turn's last answer is not a tool_use
+def _growth_within_turn(recent: list[tuple[int, str]]) -> float | None:
+    """How much the request grew within a turn, after its first call, averaged over the recent
+    calls' turns (``recent``: prompt tokens and stop reason, oldest first): each call that follows
+    a ``tool_use`` answer belongs to the same turn and adds what it grew by (the tool call and its
+    result). None before two turns are seen."""
+    grown = sum(max(0, after - before) for (before, stop), (after, _) in zip(recent, recent[1:]) if stop == "tool_use")
+    turns = sum(stop != "tool_use" for _, stop in recent)  # a turn's last answer is not a tool_use
     return grown / turns if turns >= 2 else None
 
 
@@ -55,12 +53,16 @@ def timing_facts(conversation: Conversation, cfg, context: RequestContext) -> Ti
     last = session.last_call_at
     projected = pressure.projection_of(conversation, session, cfg, messages=context_messages(session),
                                        tools=context.tools).tokens
+    # The session's recent agent calls, newest first: both growth figures are read from them.
+    recent = list(ApiCall.objects.filter(session=session, purpose="agent", error="")
+                  .order_by("-id").values_list("prompt_tokens", "stop_reason")[:WITHIN_TURN_CALLS])
     return TimingInput(
         now=clock.now(), last_call_at=last.timestamp() if last else None,
         ttl_seconds=longest_ttl_seconds(enabled=status.enabled, strategy=cfg.caching.strategy,
                                         cache_ttl=cfg.caching.cache_ttl),
         projected=projected, threshold=context.engine.threshold_tokens,
-        growth_per_turn=_growth_per_turn(conversation, session), growth_within_turn=_growth_within_turn(session))
+        growth_per_turn=_growth_per_turn(conversation, [p for p, _ in recent]),
+        growth_within_turn=_growth_within_turn(recent[::-1]))
 
 
 def _deferral_reported(session: Session) -> bool:
